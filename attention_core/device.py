@@ -1,0 +1,54 @@
+"""Which device the core runs on: CUDA, then Apple MPS, then CPU.
+
+Override with an argument (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``, ``"auto"``) or the
+``ATTENTION_LENS_DEVICE`` environment variable. Nothing here moves tensors: callers create tensors
+on the device they were given, and the core computes wherever its inputs already are.
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+ENV_VAR = "ATTENTION_LENS_DEVICE"
+
+
+def available_devices() -> list[str]:
+    """Names a user may pick on this machine, best first after "auto"."""
+    names = ["auto"]
+    if torch.cuda.is_available():
+        names += [f"cuda:{i}" if i else "cuda" for i in range(torch.cuda.device_count())]
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        names.append("mps")
+    names.append("cpu")
+    return names
+
+
+def pick_device(preference: str | None = None) -> torch.device:
+    """Resolve a device name; ``None`` reads the environment variable, then "auto".
+
+    Raises ValueError for a device that does not exist here (never silently falls back).
+    """
+    name = (preference or os.environ.get(ENV_VAR) or "auto").strip().lower()
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            return torch.device("mps")
+        return torch.device("cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as err:
+        raise ValueError(f"unknown device {name!r}; choose one of {available_devices()}") from err
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {name!r} asked for, but CUDA is not available on this machine")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ValueError(f"device {name!r} asked for, but only {torch.cuda.device_count()} CUDA device(s)")
+    if device.type == "mps" and not (
+        getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
+    ):
+        raise ValueError(f"device {name!r} asked for, but Apple MPS is not available on this machine")
+    if device.type not in {"cpu", "cuda", "mps"}:
+        raise ValueError(f"unsupported device {name!r}; choose one of {available_devices()}")
+    return device

@@ -1,0 +1,159 @@
+"""Scaled dot-product attention from first principles, keeping every intermediate.
+
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k) + mask) V
+
+Semantics follow ``torch.nn.functional.scaled_dot_product_attention`` exactly (the reference the
+tests compare against): boolean mask True = may attend, float mask added to the scores, ``is_causal``
+aligned top-left, ``scale`` keyword-only, grouped-query heads with ``enable_gqa``.
+
+One deliberate difference: where every key of a query row is masked, torch returns NaN for that
+row. Here such a row gets weights of exactly 0 and an output of exactly 0 (the query "attends to
+nothing"), and ``trace.empty_rows`` marks it, so a mask bug is visible instead of poisoning later
+layers with NaN. Half-precision inputs (float16, bfloat16) are computed in float32, as torch's math
+backend does on CPU; the output is cast back to the input dtype, the intermediates stay float32.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+_FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
+@dataclass(frozen=True)
+class SDPATrace:
+    """Every step of one attention call. Shapes use SDPA's letters (batch dims written ``...``)."""
+
+    scores: torch.Tensor  # (..., H, L, S)  q_i . k_j
+    scaled: torch.Tensor  # (..., H, L, S)  scores * scale
+    masked: torch.Tensor  # (..., H, L, S)  scaled with -inf where not allowed, or + float mask
+    weights: torch.Tensor  # (..., H, L, S)  softmax over keys; rows sum to 1 (0 for empty rows)
+    output: torch.Tensor  # (..., H, L, Ev) weights @ value
+    mask: torch.Tensor | None  # bool (L, S) or broadcastable, True = may attend; or the float mask
+    scale: float  # the factor applied to the scores
+    empty_rows: torch.Tensor  # bool (..., H, L, 1): rows whose keys were all masked
+    dropout_p: float = 0.0
+
+
+def _describe(name: str, t: torch.Tensor) -> str:
+    return f"{name} {tuple(t.shape)} {str(t.dtype).removeprefix('torch.')}"
+
+
+def _check_inputs(query, key, value, attn_mask, is_causal, enable_gqa) -> None:
+    shapes = ", ".join(_describe(n, t) for n, t in (("query", query), ("key", key), ("value", value)))
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dtype not in _FLOATS:
+            raise ValueError(f"{name} must be a floating tensor, got {shapes}")
+        if t.dim() < 2:
+            raise ValueError(f"{name} needs at least 2 dims (L, E); got {shapes}")
+    if not (query.dtype == key.dtype == value.dtype):
+        raise ValueError(f"query, key and value must share a dtype; got {shapes}")
+    if not (query.device == key.device == value.device):
+        raise ValueError(f"query, key and value must be on one device; got {query.device}, {key.device}, {value.device}")
+    if query.dim() != key.dim() or key.dim() != value.dim():
+        raise ValueError(f"query, key and value must have the same number of dims; got {shapes}")
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(f"query and key must share the last dim E; got {shapes}")
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"key and value must share the sequence dim S; got {shapes}")
+    if key.shape[:-1] != value.shape[:-1]:
+        raise ValueError(f"key and value batch/head dims must match; got {shapes}")
+    if query.dim() >= 3:
+        hq, hk = query.shape[-3], key.shape[-3]
+        if enable_gqa and hq != hk:
+            if hk == 0 or hq % hk:
+                raise ValueError(f"grouped-query attention needs query heads divisible by key heads; got {shapes}")
+        elif hq != hk and hk != 1 and hq != 1:
+            raise ValueError(
+                f"head dims differ ({hq} vs {hk}); pass enable_gqa=True for grouped-query attention; got {shapes}"
+            )
+        try:
+            torch.broadcast_shapes(query.shape[:-3], key.shape[:-3])
+        except RuntimeError as err:
+            raise ValueError(f"batch dims do not broadcast; got {shapes}") from err
+    if attn_mask is not None:
+        if is_causal:
+            raise ValueError("pass either attn_mask or is_causal=True, not both (torch refuses this too)")
+        if not isinstance(attn_mask, torch.Tensor):
+            raise ValueError(f"attn_mask must be a torch.Tensor, got {type(attn_mask).__name__}")
+        if attn_mask.dtype != torch.bool and attn_mask.dtype not in _FLOATS:
+            raise ValueError(f"attn_mask must be bool (True = may attend) or float (added); got {_describe('attn_mask', attn_mask)}")
+        target = (*query.shape[:-1], key.shape[-2])
+        try:
+            if torch.broadcast_shapes(attn_mask.shape, target) != torch.Size(target):
+                raise RuntimeError
+        except RuntimeError as err:
+            raise ValueError(
+                f"attn_mask {tuple(attn_mask.shape)} does not broadcast to the scores {target}; {shapes}"
+            ) from err
+
+
+def causal_mask(num_queries: int, num_keys: int, device: torch.device | str | None = None) -> torch.Tensor:
+    """(L, S) bool, True on and below the diagonal, aligned top-left as torch's ``is_causal``."""
+    return torch.ones(num_queries, num_keys, dtype=torch.bool, device=device).tril()
+
+
+def scaled_dot_product_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    *,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> SDPATrace:
+    """softmax(query @ key^T * scale + mask) @ value, with every step returned.
+
+    query (..., H, L, E), key (..., Hkv, S, E), value (..., Hkv, S, Ev) -> output (..., H, L, Ev).
+    ``scale`` defaults to 1 / sqrt(E). Raises ValueError for inputs torch would reject.
+    """
+    _check_inputs(query, key, value, attn_mask, is_causal, enable_gqa)
+    if not 0.0 <= dropout_p < 1.0:
+        raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
+    out_dtype = query.dtype
+    if out_dtype in (torch.float16, torch.bfloat16):
+        query, key, value = query.float(), key.float(), value.float()
+        if attn_mask is not None and attn_mask.dtype != torch.bool:
+            attn_mask = attn_mask.float()
+    num_queries, num_keys = query.shape[-2], key.shape[-2]
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+
+    if enable_gqa and query.dim() >= 3 and query.shape[-3] != key.shape[-3]:
+        group = query.shape[-3] // key.shape[-3]
+        key = key.repeat_interleave(group, dim=-3)  # (..., H, S, E)    each kv head serves `group` queries
+        value = value.repeat_interleave(group, dim=-3)  # (..., H, S, Ev)
+    if is_causal:
+        attn_mask = causal_mask(num_queries, num_keys, device=query.device)  # (L, S)
+
+    scores = query @ key.transpose(-2, -1)  # (..., H, L, S)  q_i . k_j
+    scaled = scores * scale  # 1/sqrt(d_k) unless told otherwise
+    if attn_mask is None:
+        masked = scaled  # nothing hidden
+    elif attn_mask.dtype == torch.bool:
+        masked = scaled.masked_fill(~attn_mask, float("-inf"))  # True = may attend
+    else:
+        masked = scaled + attn_mask  # float mask is added
+    weights = masked.softmax(dim=-1)  # (..., H, L, S) each row sums to 1
+    empty_rows = torch.isneginf(masked).all(dim=-1, keepdim=True)  # (..., H, L, 1) no key allowed
+    if attn_mask is not None:
+        weights = weights.masked_fill(empty_rows, 0.0)  # not NaN: an empty row attends to nothing
+    used = torch.dropout(weights, dropout_p, train=True) if dropout_p > 0 else weights
+    output = used @ value  # (..., H, L, Ev)  weighted sum of values
+    return SDPATrace(
+        scores=scores,
+        scaled=scaled,
+        masked=masked,
+        weights=weights,
+        output=output.to(out_dtype),
+        mask=attn_mask,
+        scale=scale,
+        empty_rows=empty_rows,
+        dropout_p=dropout_p,
+    )

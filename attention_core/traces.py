@@ -1,0 +1,125 @@
+"""Numpy traces: what the core and the real model computed, handed to viz/ and the app.
+
+Everything here is plain numpy (float64 for display, bool for masks) in frozen dataclasses, so the
+layers above never touch torch. Shapes use SDPA's letters: L queries, S keys, D = d_model,
+E = d_k (head dim of q and k), Ev = d_v, H heads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class HeadTrace:
+    """Every step of one head, numpy. Hook-style names in ``HOOK_NAMES``."""
+
+    q: np.ndarray  # (L, E)   query vectors (after rotary where used)
+    k: np.ndarray  # (S, E)   key vectors
+    v: np.ndarray  # (S, Ev)  value vectors
+    scores: np.ndarray  # (L, S)  q_i . k_j
+    scaled: np.ndarray  # (L, S)  scores * scale
+    masked: np.ndarray  # (L, S)  scaled with -inf (or the chosen fill) where blocked, + any bias
+    weights: np.ndarray  # (L, S)  softmax rows
+    output: np.ndarray  # (L, Ev) weights @ v
+    mask: np.ndarray  # (L, S) bool, True = may attend
+    scale: float
+    x: np.ndarray | None = None  # (L, D) input to the projections, when known
+    w_q: np.ndarray | None = None  # (D, E)
+    w_k: np.ndarray | None = None  # (D, E)
+    w_v: np.ndarray | None = None  # (D, Ev)
+
+
+@dataclass(frozen=True)
+class LayerTrace:
+    """All heads of one layer. Key/value heads are repeated to H for grouped-query models."""
+
+    q: np.ndarray  # (H, L, E)
+    k: np.ndarray  # (H, S, E)
+    v: np.ndarray  # (H, S, Ev)
+    scores: np.ndarray  # (H, L, S)
+    scaled: np.ndarray  # (H, L, S)
+    masked: np.ndarray  # (H, L, S)
+    weights: np.ndarray  # (H, L, S)
+    output: np.ndarray  # (H, L, Ev)
+    mask: np.ndarray  # (L, S) bool, True = may attend
+    scale: float
+    x: np.ndarray | None = None  # (L, D)
+    w_q: np.ndarray | None = None  # (H, D, E)
+    w_k: np.ndarray | None = None  # (H, D, E)
+    w_v: np.ndarray | None = None  # (H, D, Ev)
+
+    @property
+    def num_heads(self) -> int:
+        return self.weights.shape[0]
+
+    def head(self, h: int) -> HeadTrace:
+        if not 0 <= h < self.num_heads:
+            raise ValueError(f"head {h} out of range 0..{self.num_heads - 1}")
+
+        def pick(a):
+            return None if a is None else a[h]
+
+        return HeadTrace(
+            q=self.q[h], k=self.k[h], v=self.v[h], scores=self.scores[h], scaled=self.scaled[h],
+            masked=self.masked[h], weights=self.weights[h], output=self.output[h], mask=self.mask,
+            scale=self.scale, x=self.x, w_q=pick(self.w_q), w_k=pick(self.w_k), w_v=pick(self.w_v),
+        )
+
+
+# TransformerLens-style names for every captured tensor of layer {i}.
+HOOK_NAMES = {
+    "x": "blocks.{i}.attn.hook_input",
+    "q": "blocks.{i}.attn.hook_q",
+    "k": "blocks.{i}.attn.hook_k",
+    "v": "blocks.{i}.attn.hook_v",
+    "scores": "blocks.{i}.attn.hook_scores",
+    "scaled": "blocks.{i}.attn.hook_scaled",
+    "masked": "blocks.{i}.attn.hook_masked",
+    "weights": "blocks.{i}.attn.hook_pattern",
+    "output": "blocks.{i}.attn.hook_z",
+}
+
+
+@dataclass(frozen=True)
+class ReplayDiff:
+    """max |core - model| for one layer when the core replays the model's captured q, k, v."""
+
+    layer: int
+    weights: float
+    output: float
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    name: str
+    family: str  # "bert", "gpt2", "llama", or "scratch"
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    d_model: int
+    d_head: int
+    positional: str  # "learned", "rotary", "sinusoidal", ...
+    causal: bool
+    max_positions: int
+    num_parameters: int
+
+
+@dataclass(frozen=True)
+class ModelTrace:
+    """One request's answer: tokens, the own core's layer, the real model's layer, and the check."""
+
+    tokens: tuple[str, ...]  # display labels, one per position
+    token_ids: tuple[int, ...]
+    offsets: tuple[tuple[int, int], ...]  # character span of each token in the text
+    core: LayerTrace  # the from-scratch core, for the chosen layer (all heads)
+    model: LayerTrace | None  # the real model's own q, k, v, weights for that layer
+    model_attentions: np.ndarray | None  # (layers, H, L, S) weights the model returned
+    replay: tuple[ReplayDiff, ...]  # per layer, core replaying the model's q, k, v
+    facts: ModelFacts
+    layer: int
+    head: int
+    notices: tuple[str, ...] = field(default=())
+    departures: tuple[str, ...] = field(default=())  # where the core's settings differ from the model
