@@ -25,11 +25,13 @@ def available_devices() -> list[str]:
     return names
 
 
-def pick_device(preference: str | None = None) -> torch.device:
+def pick_device(preference: str | torch.device | None = None) -> torch.device:
     """Resolve a device name; ``None`` reads the environment variable, then "auto".
 
     Raises ValueError for a device that does not exist here (never silently falls back).
     """
+    if isinstance(preference, torch.device):
+        preference = str(preference)
     name = (preference or os.environ.get(ENV_VAR) or "auto").strip().lower()
     if name == "auto":
         if torch.cuda.is_available():

@@ -10,8 +10,8 @@ Weights come from a seeded initialisation at teaching sizes, or from a real mode
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -36,13 +36,17 @@ class ProjectionWeights:
     def __post_init__(self) -> None:
         kv_heads = self.kv_heads
         d_model = self.w_q.shape[0]
-        for name, w, heads in (("w_q", self.w_q, self.num_heads), ("w_k", self.w_k, kv_heads), ("w_v", self.w_v, kv_heads)):
+        for name, w, heads in (
+            ("w_q", self.w_q, self.num_heads),
+            ("w_k", self.w_k, kv_heads),
+            ("w_v", self.w_v, kv_heads),
+        ):
             if w.dim() != 2 or w.shape[0] != d_model or w.shape[1] % heads:
-                raise ValueError(
-                    f"{name} {tuple(w.shape)} must be (d_model={d_model}, heads*d) with heads={heads}"
-                )
+                raise ValueError(f"{name} {tuple(w.shape)} must be (d_model={d_model}, heads*d) with heads={heads}")
         if self.w_q.shape[1] // self.num_heads != self.w_k.shape[1] // kv_heads:
-            raise ValueError(f"query and key head dims differ: w_q {tuple(self.w_q.shape)}, w_k {tuple(self.w_k.shape)}")
+            raise ValueError(
+                f"query and key head dims differ: w_q {tuple(self.w_q.shape)}, w_k {tuple(self.w_k.shape)}"
+            )
         if self.num_heads % kv_heads:
             raise ValueError(f"num_heads {self.num_heads} must be a multiple of num_kv_heads {kv_heads}")
 
@@ -163,7 +167,11 @@ def multi_head_self_attention(
         if is_causal:
             mask, is_causal = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=x.device).tril(), False
         bias = score_bias.to(q.dtype)
-        mask = bias if mask is None else (bias.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else bias + mask)
+        mask = (
+            bias
+            if mask is None
+            else (bias.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else bias + mask)
+        )
     attention = scaled_dot_product_attention(
         q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale, enable_gqa=weights.kv_heads != weights.num_heads
     )

@@ -26,7 +26,9 @@ def no_encoding(num_positions: int, d_model: int, *, dtype=torch.float32, device
     return torch.zeros(num_positions, d_model, dtype=dtype, device=device)
 
 
-def sinusoidal(num_positions: int, d_model: int, *, base: float = 10000.0, dtype=torch.float32, device=None) -> torch.Tensor:
+def sinusoidal(
+    num_positions: int, d_model: int, *, base: float = 10000.0, dtype=torch.float32, device=None
+) -> torch.Tensor:
     """(n, d_model) with PE[p, 2i] = sin(p / base^(2i/d)) and PE[p, 2i+1] = cos(p / base^(2i/d))."""
     positions = torch.arange(num_positions, dtype=torch.float64, device=device).unsqueeze(1)  # (n, 1)
     pair = torch.arange(0, d_model, 2, dtype=torch.float64, device=device)  # (ceil(d/2),) 2i
@@ -53,7 +55,9 @@ def learned(
             raise ValueError(f"position table {tuple(table.shape)} cannot cover ({num_positions}, {d_model})")
         return table[:num_positions].to(dtype=dtype, device=device)
     generator = torch.Generator().manual_seed(seed)
-    return (torch.randn(num_positions, d_model, generator=generator, dtype=torch.float64) * std).to(dtype=dtype, device=device)
+    return (torch.randn(num_positions, d_model, generator=generator, dtype=torch.float64) * std).to(
+        dtype=dtype, device=device
+    )
 
 
 def rotary_cos_sin(
@@ -89,7 +93,9 @@ def alibi_slopes(num_heads: int) -> torch.Tensor:
     return torch.tensor(slopes, dtype=torch.float64)
 
 
-def alibi_bias(num_heads: int, num_queries: int, num_keys: int | None = None, *, dtype=torch.float32, device=None) -> torch.Tensor:
+def alibi_bias(
+    num_heads: int, num_queries: int, num_keys: int | None = None, *, dtype=torch.float32, device=None
+) -> torch.Tensor:
     """(H, L, S) bias -slope_h * |i - j| added to the scores: far keys are penalised linearly."""
     num_keys = num_queries if num_keys is None else num_keys
     rows = torch.arange(num_queries, device=device).unsqueeze(1)  # (L, 1)

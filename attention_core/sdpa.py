@@ -54,7 +54,9 @@ def _check_inputs(query, key, value, attn_mask, is_causal, enable_gqa) -> None:
     if not (query.dtype == key.dtype == value.dtype):
         raise ValueError(f"query, key and value must share a dtype; got {shapes}")
     if not (query.device == key.device == value.device):
-        raise ValueError(f"query, key and value must be on one device; got {query.device}, {key.device}, {value.device}")
+        raise ValueError(
+            f"query, key and value must be on one device; got {query.device}, {key.device}, {value.device}"
+        )
     if query.dim() != key.dim() or key.dim() != value.dim():
         raise ValueError(f"query, key and value must have the same number of dims; got {shapes}")
     if query.shape[-1] != key.shape[-1]:
@@ -82,7 +84,9 @@ def _check_inputs(query, key, value, attn_mask, is_causal, enable_gqa) -> None:
         if not isinstance(attn_mask, torch.Tensor):
             raise ValueError(f"attn_mask must be a torch.Tensor, got {type(attn_mask).__name__}")
         if attn_mask.dtype != torch.bool and attn_mask.dtype not in _FLOATS:
-            raise ValueError(f"attn_mask must be bool (True = may attend) or float (added); got {_describe('attn_mask', attn_mask)}")
+            raise ValueError(
+                f"attn_mask must be bool (True = may attend) or float (added); got {_describe('attn_mask', attn_mask)}"
+            )
         target = (*query.shape[:-1], key.shape[-2])
         try:
             if torch.broadcast_shapes(attn_mask.shape, target) != torch.Size(target):

@@ -63,9 +63,20 @@ class LayerTrace:
             return None if a is None else a[h]
 
         return HeadTrace(
-            q=self.q[h], k=self.k[h], v=self.v[h], scores=self.scores[h], scaled=self.scaled[h],
-            masked=self.masked[h], weights=self.weights[h], output=self.output[h], mask=self.mask,
-            scale=self.scale, x=self.x, w_q=pick(self.w_q), w_k=pick(self.w_k), w_v=pick(self.w_v),
+            q=self.q[h],
+            k=self.k[h],
+            v=self.v[h],
+            scores=self.scores[h],
+            scaled=self.scaled[h],
+            masked=self.masked[h],
+            weights=self.weights[h],
+            output=self.output[h],
+            mask=self.mask,
+            scale=self.scale,
+            x=self.x,
+            w_q=pick(self.w_q),
+            w_k=pick(self.w_k),
+            w_v=pick(self.w_v),
         )
 
 

@@ -1,0 +1,33 @@
+# Attention Lens. The two commands a fresh machine needs:
+#   make run    set up .venv and start the app on the bundled default model (http://localhost:8501)
+#   make test   set up .venv (+ Debian chromium) and run ruff and the whole test suite
+PORT ?= 8501
+PYTEST_ARGS ?=
+
+.PHONY: setup setup-browser run test lint bench verify export clean
+
+setup:
+	./scripts/setup.sh
+
+setup-browser:
+	./scripts/setup.sh --browser
+
+run: setup
+	.venv/bin/python -m attention_core.pretrained.bundled minilm
+	.venv/bin/python -m streamlit run app.py --server.port=$(PORT)
+
+lint: setup
+	.venv/bin/ruff check .
+
+
+test: setup-browser lint
+	.venv/bin/python -m pytest $(PYTEST_ARGS)
+
+bench: setup-browser
+	.venv/bin/python -m benchmarks
+
+verify: setup
+	.venv/bin/python -m attention_core verify --text "The cat sat on the mat because it was tired."
+
+clean:
+	rm -rf .venv .pytest_cache .ruff_cache

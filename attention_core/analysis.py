@@ -1,0 +1,242 @@
+"""The article's claims turned into numbers: variance, saturation, gradients, cost, heads, order.
+
+Each function is pure (seeded where random) and returns numpy or plain floats, ready for viz/.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from .sdpa import scaled_dot_product_attention
+
+# ---------------------------------------------------------------- variance of q . k against d_k
+
+
+@dataclass(frozen=True)
+class VarianceCurve:
+    d_k: np.ndarray  # (m,)
+    unscaled: np.ndarray  # (m,) measured Var(q . k)
+    scaled: np.ndarray  # (m,) measured Var(q . k / sqrt(d_k))
+    theory_unscaled: np.ndarray  # (m,) d_k
+    theory_scaled: np.ndarray  # (m,) 1
+
+
+def dot_product_variance(
+    d_ks=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512), *, samples: int = 20000, seed: int = 0
+) -> VarianceCurve:
+    """For q, k with independent unit-variance entries, Var(q . k) = d_k; dividing by sqrt(d_k) gives 1."""
+    generator = torch.Generator().manual_seed(seed)
+    unscaled, scaled = [], []
+    for d_k in d_ks:
+        q = torch.randn(samples, d_k, generator=generator, dtype=torch.float64)  # (N, d_k)
+        k = torch.randn(samples, d_k, generator=generator, dtype=torch.float64)  # (N, d_k)
+        dots = (q * k).sum(dim=-1)  # (N,) q . k
+        unscaled.append(dots.var().item())
+        scaled.append((dots / math.sqrt(d_k)).var().item())
+    d = np.asarray(d_ks, dtype=float)
+    return VarianceCurve(d, np.asarray(unscaled), np.asarray(scaled), d.copy(), np.ones_like(d))
+
+
+# ---------------------------------------------------------------- softmax saturation and gradients
+
+
+def softmax_jacobian(probs: torch.Tensor) -> torch.Tensor:
+    """d softmax / d scores for one row: diag(p) - p p^T, shape (S, S)."""
+    return torch.diag(probs) - torch.outer(probs, probs)
+
+
+def softmax_gradient(scores: torch.Tensor, upstream: torch.Tensor) -> torch.Tensor:
+    """Gradient of sum(upstream * softmax(scores)) w.r.t. scores, by autograd. Shapes (..., S)."""
+    scores = scores.detach().clone().requires_grad_(True)
+    (scores.softmax(dim=-1) * upstream).sum().backward()
+    return scores.grad
+
+
+def row_entropy(weights: torch.Tensor) -> torch.Tensor:
+    """(..., L, S) -> (..., L) entropy in nats, 0 * log 0 taken as 0."""
+    logs = torch.where(weights > 0, weights.log(), torch.zeros_like(weights))
+    return -(weights * logs).sum(dim=-1)
+
+
+@dataclass(frozen=True)
+class SaturationCurve:
+    x: np.ndarray  # (m,) d_k values or temperatures
+    entropy_unscaled: np.ndarray  # (m,) mean row entropy, nats
+    entropy_scaled: np.ndarray
+    max_weight_unscaled: np.ndarray  # (m,) mean of each row's largest weight
+    max_weight_scaled: np.ndarray
+    grad_norm_unscaled: np.ndarray  # (m,) mean ||d loss / d scores|| per row
+    grad_norm_scaled: np.ndarray
+    max_entropy: float  # log(S): a uniform row
+
+
+def _row_stats(scores: torch.Tensor, upstream: torch.Tensor) -> tuple[float, float, float]:
+    weights = scores.softmax(dim=-1)  # (N, S)
+    grad = softmax_gradient(scores, upstream)  # (N, S)
+    return row_entropy(weights).mean().item(), weights.max(dim=-1).values.mean().item(), grad.norm(dim=-1).mean().item()
+
+
+def saturation_vs_dk(
+    d_ks=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512), *, num_keys: int = 16, rows: int = 512, seed: int = 0
+) -> SaturationCurve:
+    """Random unit-variance q, k: as d_k grows, unscaled rows go one-hot and their gradients vanish.
+
+    The loss is sum(g * softmax(scores)) with a fixed random upstream g, so the gradient with respect
+    to the scores is (diag(p) - p p^T) g: it tends to 0 as p becomes one-hot.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    upstream = torch.randn(rows, num_keys, generator=generator, dtype=torch.float64)  # (N, S)
+    cols: dict[str, list[float]] = {k: [] for k in ("eu", "es", "mu", "ms", "gu", "gs")}
+    for d_k in d_ks:
+        q = torch.randn(rows, 1, d_k, generator=generator, dtype=torch.float64)  # (N, 1, d_k)
+        k = torch.randn(rows, num_keys, d_k, generator=generator, dtype=torch.float64)  # (N, S, d_k)
+        scores = (q @ k.transpose(-2, -1)).squeeze(1)  # (N, S) q . k_j
+        for suffix, s in (("u", scores), ("s", scores / math.sqrt(d_k))):
+            entropy, max_weight, grad = _row_stats(s, upstream)
+            cols["e" + suffix].append(entropy)
+            cols["m" + suffix].append(max_weight)
+            cols["g" + suffix].append(grad)
+    a = {k: np.asarray(v) for k, v in cols.items()}
+    return SaturationCurve(
+        np.asarray(d_ks, dtype=float), a["eu"], a["es"], a["mu"], a["ms"], a["gu"], a["gs"], math.log(num_keys)
+    )
+
+
+def saturation_vs_temperature(scores: torch.Tensor, temperatures) -> SaturationCurve:
+    """One set of score rows (N, S) divided by each temperature: entropy, max weight, gradient norm.
+
+    Both "scaled" and "unscaled" columns hold the same curve here (there is one knob): the caller
+    plots them against temperature, where a temperature of sqrt(d_k) is the article's scaling.
+    """
+    generator = torch.Generator().manual_seed(0)
+    scores = scores.detach().to(torch.float64)
+    upstream = torch.randn(scores.shape, generator=generator, dtype=torch.float64)  # (N, S)
+    stats = np.array([_row_stats(scores / t, upstream) for t in temperatures])  # (m, 3)
+    return SaturationCurve(
+        np.asarray(temperatures, dtype=float),
+        stats[:, 0],
+        stats[:, 0],
+        stats[:, 1],
+        stats[:, 1],
+        stats[:, 2],
+        stats[:, 2],
+        math.log(scores.shape[-1]),
+    )
+
+
+# ---------------------------------------------------------------- O(n^2) cost
+
+
+@dataclass(frozen=True)
+class Cost:
+    n: int
+    flops: int  # multiply-adds counted as 2 FLOPs: QK^T and AV, plus softmax (~5 per entry)
+    matrix_bytes: int  # bytes of ONE (H, L, S) matrix at this dtype
+    trace_bytes: int  # bytes of scores + scaled + masked + weights kept for display
+
+
+def attention_cost(n: int, d_k: int = 64, heads: int = 12, *, bytes_per_value: int = 4) -> Cost:
+    """Analytic cost of self-attention at sequence length n: every term grows as n^2."""
+    entries = heads * n * n  # (H, L, S)
+    flops = 2 * entries * d_k + 2 * entries * d_k + 5 * entries  # QK^T + AV + softmax
+    matrix = entries * bytes_per_value
+    return Cost(n=n, flops=flops, matrix_bytes=matrix, trace_bytes=4 * matrix)
+
+
+@dataclass(frozen=True)
+class Timing:
+    n: int
+    seconds: float  # median wall time of one core call
+    peak_bytes: int  # CUDA: peak allocated; elsewhere: bytes the returned trace holds
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure_core(n: int, *, d_k: int = 64, heads: int = 12, repeats: int = 3, device=None, seed: int = 0) -> Timing:
+    """Time the from-scratch core on the given device at sequence length n (median of repeats)."""
+    device = torch.device(device or "cpu")
+    generator = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(1, heads, n, d_k, generator=generator).to(device) for _ in range(3))
+    times = []
+    peak = 0
+    for _ in range(repeats):
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        _synchronize(device)
+        start = time.perf_counter()
+        trace = scaled_dot_product_attention(q, k, v)
+        _synchronize(device)
+        times.append(time.perf_counter() - start)
+        if device.type == "cuda":
+            peak = torch.cuda.max_memory_allocated(device)
+        else:
+            held = {id(t): t for t in (trace.scores, trace.scaled, trace.masked, trace.weights, trace.output)}
+            peak = sum(t.numel() * t.element_size() for t in held.values())
+        del trace
+    return Timing(n=n, seconds=float(np.median(times)), peak_bytes=int(peak))
+
+
+# ---------------------------------------------------------------- per-head statistics
+
+
+@dataclass(frozen=True)
+class HeadStats:
+    """Each field is (H,) for weights of shape (H, L, S)."""
+
+    entropy: np.ndarray  # mean row entropy (nats)
+    max_weight: np.ndarray  # mean of each row's largest weight
+    diagonal_distance: np.ndarray  # mean over rows of sum_j w_ij |i - j|
+    previous_token: np.ndarray  # mean weight on j = i - 1 (rows i >= 1)
+    first_token: np.ndarray  # mean weight on j = 0
+
+
+def head_statistics(weights: torch.Tensor) -> HeadStats:
+    """Summaries a reader uses to tell heads apart: focused or diffuse, local, previous-token, sink."""
+    weights = weights.to(torch.float64)
+    if weights.dim() == 2:
+        weights = weights.unsqueeze(0)
+    _, num_queries, num_keys = weights.shape
+    rows = torch.arange(num_queries).unsqueeze(1)  # (L, 1)
+    cols = torch.arange(num_keys).unsqueeze(0)  # (1, S)
+    distance = (rows - cols).abs().to(torch.float64)  # (L, S)
+    previous = weights.diagonal(offset=-1, dim1=-2, dim2=-1)  # (H, L-1) w_{i, i-1}
+    return HeadStats(
+        entropy=row_entropy(weights).mean(dim=-1).numpy(),
+        max_weight=weights.max(dim=-1).values.mean(dim=-1).numpy(),
+        diagonal_distance=(weights * distance).sum(dim=-1).mean(dim=-1).numpy(),
+        previous_token=(previous.mean(dim=-1) if previous.shape[-1] else torch.zeros(weights.shape[0])).numpy(),
+        first_token=weights[..., 0].mean(dim=-1).numpy(),
+    )
+
+
+# ---------------------------------------------------------------- permutation
+
+
+@dataclass(frozen=True)
+class PermutationCheck:
+    permutation: tuple[int, ...]
+    max_difference: float  # max |attn(P X) - P attn(X)|: 0 means the rows just moved
+    equivariant: bool
+
+
+def permutation_check(x: torch.Tensor, attend, permutation, *, tolerance: float = 1e-5) -> PermutationCheck:
+    """Does shuffling the tokens just shuffle the outputs? ``attend`` maps X (L, D) -> output (L, Dv).
+
+    Without positional information self-attention is permutation-equivariant: attend(X[p]) ==
+    attend(X)[p]. Add position (to X, to q/k, or to the scores) and the equality breaks.
+    """
+    perm = torch.as_tensor(list(permutation), dtype=torch.long, device=x.device)  # (L,)
+    if sorted(perm.tolist()) != list(range(x.shape[-2])):
+        raise ValueError(f"{list(permutation)} is not a permutation of 0..{x.shape[-2] - 1}")
+    shuffled_then_attended = attend(x[..., perm, :])  # (L, Dv)
+    attended_then_shuffled = attend(x)[..., perm, :]  # (L, Dv)
+    difference = (shuffled_then_attended - attended_then_shuffled).abs().max().item()
+    return PermutationCheck(tuple(perm.tolist()), difference, difference <= tolerance)

@@ -1,0 +1,156 @@
+"""Multi-head attention against torch.nn.MultiheadAttention; the article's claims as numbers."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from attention_core import analysis, masks, positional
+from attention_core.multihead import (
+    ProjectionWeights,
+    init_weights,
+    merge_heads,
+    multi_head_self_attention,
+    split_heads,
+)
+
+
+def test_split_merge_round_trip():
+    t = torch.randn(2, 5, 12)
+    heads = split_heads(t, 3)
+    assert heads.shape == (2, 3, 5, 4)
+    assert torch.equal(heads[0, 1, 2], t[0, 2, 4:8])
+    assert torch.equal(merge_heads(heads), t)
+
+
+def test_matches_torch_multihead_attention():
+    torch.manual_seed(0)
+    d_model, heads, L = 12, 3, 5
+    ref = torch.nn.MultiheadAttention(d_model, heads, batch_first=True, dtype=torch.float64)
+    w_q, w_k, w_v = ref.in_proj_weight.detach().chunk(3)
+    b_q, b_k, b_v = ref.in_proj_bias.detach().chunk(3)
+    weights = ProjectionWeights(
+        w_q=w_q.T,
+        w_k=w_k.T,
+        w_v=w_v.T,
+        b_q=b_q,
+        b_k=b_k,
+        b_v=b_v,
+        w_o=ref.out_proj.weight.detach().T,
+        b_o=ref.out_proj.bias.detach(),
+        num_heads=heads,
+    )
+    x = torch.randn(1, L, d_model, dtype=torch.float64)
+    causal = masks.causal(L)
+    ours = multi_head_self_attention(x, weights, attn_mask=causal)
+    expected, expected_weights = ref(x, x, x, attn_mask=~causal, average_attn_weights=False)  # torch: True = blocked
+    assert (ours.output - expected).abs().max() < 1e-12
+    assert (ours.attention.weights - expected_weights).abs().max() < 1e-12
+
+
+def test_init_weights_seeded_and_unit_variance():
+    a, b = init_weights(64, 16, 4, seed=3), init_weights(64, 16, 4, seed=3)
+    assert torch.equal(a.w_q, b.w_q) and not torch.equal(a.w_q, init_weights(64, 16, 4, seed=4).w_q)
+    assert a.w_q.shape == (64, 64) and a.w_o.shape == (64, 64) and a.d_k == 16 and a.head("q", 1).shape == (64, 16)
+    x = torch.randn(4000, 64, dtype=torch.float64)
+    q = x @ a.w_q.double()
+    assert 0.8 < q.var().item() < 1.2
+
+
+def test_grouped_query_weights_share_kv_heads():
+    w = init_weights(8, 2, 4, seed=0, with_output=False)
+    gqa = ProjectionWeights(w_q=w.w_q, w_k=w.w_k[:, :4], w_v=w.w_v[:, :4], num_heads=4, num_kv_heads=2)
+    trace = multi_head_self_attention(torch.randn(3, 8), gqa)
+    assert trace.k.shape == (2, 3, 2) and trace.attention.weights.shape == (4, 3, 3)
+    assert torch.equal(gqa.head("k", 1), gqa.head("k", 0))  # heads 0, 1 share kv head 0
+    with pytest.raises(ValueError):
+        ProjectionWeights(w_q=w.w_q, w_k=w.w_k[:, :6], w_v=w.w_v[:, :6], num_heads=4, num_kv_heads=3)
+
+
+def test_alibi_bias_enters_masked_scores():
+    w = init_weights(8, 4, 2, seed=0)
+    x = torch.randn(5, 8)
+    bias = positional.alibi_bias(2, 5)
+    trace = multi_head_self_attention(x, w, score_bias=bias, is_causal=True)
+    assert torch.allclose(trace.attention.masked[..., ~masks.causal(5)].exp(), torch.tensor(0.0))
+    lower = masks.causal(5)
+    assert torch.allclose(trace.attention.masked[:, lower], (trace.attention.scaled + bias)[:, lower])
+
+
+def test_variance_grows_with_dk_and_scaling_fixes_it():
+    curve = analysis.dot_product_variance((4, 64, 256), samples=20000)
+    assert np.allclose(curve.unscaled / curve.d_k, 1, atol=0.08)
+    assert np.allclose(curve.scaled, 1, atol=0.08)
+
+
+def test_softmax_gradient_matches_analytic_jacobian():
+    scores = torch.randn(7, dtype=torch.float64)
+    upstream = torch.randn(7, dtype=torch.float64)
+    probs = scores.softmax(-1)
+    analytic = analysis.softmax_jacobian(probs) @ upstream  # symmetric Jacobian
+    assert torch.allclose(analysis.softmax_gradient(scores, upstream), analytic, atol=1e-14)
+    assert torch.allclose(
+        analysis.softmax_jacobian(probs), torch.autograd.functional.jacobian(lambda s: s.softmax(-1), scores)
+    )
+
+
+def test_saturation_unscaled_collapses_scaled_does_not():
+    curve = analysis.saturation_vs_dk((4, 512), num_keys=16, rows=256)
+    assert curve.entropy_unscaled[-1] < 0.3 * curve.entropy_scaled[-1]
+    assert curve.max_weight_unscaled[-1] > 0.8
+    assert curve.grad_norm_unscaled[-1] < 0.3 * curve.grad_norm_scaled[-1]
+    assert abs(curve.entropy_scaled[-1] - curve.entropy_scaled[0]) < 0.3 * curve.max_entropy
+    temps = analysis.saturation_vs_temperature(torch.randn(64, 10) * 8, [0.5, 1, 8, 64])
+    assert np.all(np.diff(temps.entropy_scaled) > 0)
+
+
+def test_cost_is_quadratic_and_timing_runs():
+    small, big = analysis.attention_cost(128), analysis.attention_cost(256)
+    assert big.matrix_bytes == 4 * small.matrix_bytes and big.flops == 4 * small.flops
+    assert small.matrix_bytes == 12 * 128 * 128 * 4
+    timing = analysis.measure_core(64, heads=2, d_k=8, repeats=2)
+    assert timing.seconds > 0 and timing.peak_bytes >= 2 * 64 * 64 * 4 * 3
+
+
+def test_head_statistics_by_hand():
+    eye = torch.eye(4).unsqueeze(0)
+    prev = torch.zeros(1, 4, 4)
+    prev[0, 0, 0] = 1
+    for i in range(1, 4):
+        prev[0, i, i - 1] = 1
+    uniform = torch.full((1, 4, 4), 0.25)
+    stats = analysis.head_statistics(torch.cat([eye, prev, uniform]))
+    assert np.allclose(stats.entropy, [0, 0, math.log(4)])
+    assert np.allclose(stats.max_weight, [1, 1, 0.25])
+    assert np.allclose(stats.previous_token, [0, 1, 0.25])
+    assert np.allclose(stats.first_token, [0.25, 0.5, 0.25])
+    assert np.allclose(stats.diagonal_distance, [0, 0.75, np.mean([1.5, 1, 1, 1.5])])
+
+
+@pytest.mark.parametrize("encoding", ["sinusoidal", "learned", "rotary", "alibi"])
+def test_permutation_equivariance_only_without_position(encoding):
+    L, D = 6, 16
+    w = init_weights(D, 8, 2, seed=0, dtype=torch.float64)
+    x = torch.randn(L, D, dtype=torch.float64)
+    perm = [3, 0, 5, 1, 4, 2]
+
+    def plain(t):
+        return multi_head_self_attention(t, w).output
+
+    def with_position(t):
+        if encoding in ("sinusoidal", "learned"):
+            table = (
+                positional.sinusoidal(L, D, dtype=t.dtype)
+                if encoding == "sinusoidal"
+                else positional.learned(L, D, dtype=t.dtype)
+            )
+            return multi_head_self_attention(t + table, w).output
+        if encoding == "rotary":
+            cos, sin = positional.rotary_cos_sin(L, 8, dtype=t.dtype)
+            return multi_head_self_attention(t, w, rotate=lambda z: positional.apply_rotary(z, cos, sin)).output
+        return multi_head_self_attention(t, w, score_bias=positional.alibi_bias(2, L, dtype=t.dtype)).output
+
+    assert analysis.permutation_check(x, plain, perm).equivariant
+    check = analysis.permutation_check(x, with_position, perm)
+    assert not check.equivariant and check.max_difference > 1e-3

@@ -1,0 +1,110 @@
+"""Two looks for every figure: "screen" (the app) and "slides" (export: white, large type).
+
+Colour scales are colour-blind safe: ColorBrewer's RdBu (reversed: blue negative, red positive)
+for signed values centred on 0, Viridis for 0..1 weights, Cividis for other sequential values.
+Masked cells get a neutral grey that appears in neither scale.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import plotly.graph_objects as go
+
+THEMES = ("screen", "slides")
+
+DIVERGING = "RdBu_r"  # signed values: scores, Q/K/V, differences (blue < 0 < red)
+SEQUENTIAL = "Viridis"  # attention weights, 0..1
+SEQUENTIAL_OTHER = "Cividis"  # other non-negative values (statistics, similarity magnitudes)
+MASK_COLOUR = "#8c8c8c"  # masked (blocked) cells
+LINE_COLOURS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")  # Okabe-Ito
+FONT_FAMILY = "Helvetica Neue, Helvetica, Arial, sans-serif"
+
+
+@dataclass(frozen=True)
+class ThemeSpec:
+    """Sizes for one theme; width/height are the default export size in pixels."""
+
+    font_size: int
+    title_size: int
+    subtitle_size: int
+    axis_title_size: int
+    tick_size: int
+    cell_text_size: int
+    margin: dict
+    width: int
+    height: int
+
+
+SPECS = {
+    "screen": ThemeSpec(
+        font_size=13, title_size=17, subtitle_size=14, axis_title_size=14, tick_size=12, cell_text_size=11,
+        margin=dict(l=70, r=30, t=70, b=60), width=900, height=600,
+    ),
+    "slides": ThemeSpec(
+        font_size=18, title_size=26, subtitle_size=20, axis_title_size=20, tick_size=16, cell_text_size=15,
+        margin=dict(l=110, r=40, t=100, b=90), width=1280, height=720,
+    ),
+}
+
+
+def theme_spec(theme: str) -> ThemeSpec:
+    """The sizes of ``theme``; ValueError for an unknown name."""
+    if theme not in SPECS:
+        raise ValueError(f"unknown theme {theme!r}; choose one of {THEMES}")
+    return SPECS[theme]
+
+
+def _template(spec: ThemeSpec) -> go.layout.Template:
+    axis = dict(
+        showline=True, linecolor="#444", ticks="outside", tickcolor="#444", gridcolor="#e6e6e6",
+        zeroline=False, title_font=dict(size=spec.axis_title_size), tickfont=dict(size=spec.tick_size),
+        automargin=True,
+    )
+    return go.layout.Template(
+        layout=dict(
+            font=dict(family=FONT_FAMILY, size=spec.font_size, color="#222"),
+            paper_bgcolor="white",
+            plot_bgcolor="white",
+            colorway=list(LINE_COLOURS),
+            xaxis=axis,
+            yaxis=axis,
+            hoverlabel=dict(font_size=spec.font_size),
+            legend=dict(font=dict(size=spec.tick_size)),
+        )
+    )
+
+
+def apply_theme(fig: go.Figure, theme: str = "screen") -> go.Figure:
+    """Restyle ``fig`` in place for ``theme`` ("screen" or "slides") and return it.
+
+    Safe to apply again with another theme: every size it sets is set explicitly. Titles stay
+    inside the figure (automargin), subplot titles take the theme's subtitle size.
+    """
+    spec = theme_spec(theme)
+    fig.update_layout(
+        template=_template(spec),
+        font=dict(family=FONT_FAMILY, size=spec.font_size, color="#222"),
+        title=dict(font=dict(size=spec.title_size), x=0.5, xanchor="center", automargin=True),
+        margin=spec.margin,
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+    )
+    fig.update_xaxes(title_font=dict(size=spec.axis_title_size), tickfont=dict(size=spec.tick_size))
+    fig.update_yaxes(title_font=dict(size=spec.axis_title_size), tickfont=dict(size=spec.tick_size))
+    for annotation in fig.layout.annotations:
+        if annotation.name != "fixed-size":
+            annotation.font.size = spec.subtitle_size
+    for trace in fig.data:
+        if trace.type == "heatmap" and trace.texttemplate:
+            trace.textfont.size = spec.cell_text_size
+    meta = dict(fig.layout.meta) if isinstance(fig.layout.meta, dict) else {}
+    meta["theme"] = theme
+    fig.layout.meta = meta
+    return fig
+
+
+def export_size(fig: go.Figure, theme: str = "slides") -> tuple[int, int]:
+    """(width, height) in pixels for a static image: the figure's own size, else the theme's."""
+    spec = theme_spec(theme)
+    return int(fig.layout.width or spec.width), int(fig.layout.height or spec.height)
