@@ -54,3 +54,29 @@ def pick_device(preference: str | torch.device | None = None) -> torch.device:
     if device.type not in {"cpu", "cuda", "mps"}:
         raise ValueError(f"unsupported device {name!r}; choose one of {available_devices()}")
     return device
+
+
+def cpu_quota() -> int | None:
+    """CPUs this process may use under a cgroup (container) quota, or None when unlimited."""
+    try:
+        quota, period = open("/sys/fs/cgroup/cpu.max").read().split()[:2]  # cgroup v2: "max 100000"
+        if quota != "max":
+            return max(1, int(int(quota) / int(period)))
+    except (OSError, ValueError):
+        pass
+    try:
+        quota = int(open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us").read())  # cgroup v1
+        period = int(open("/sys/fs/cgroup/cpu/cpu.cfs_period_us").read())
+        if quota > 0:
+            return max(1, quota // period)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def configure_threads() -> int:
+    """Make torch use no more threads than the container's CPU quota (and the machine's cores)."""
+    limit = min(filter(None, (cpu_quota(), len(os.sched_getaffinity(0)), torch.get_num_threads())))
+    if limit != torch.get_num_threads():
+        torch.set_num_threads(limit)
+    return limit

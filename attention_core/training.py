@@ -1,29 +1,31 @@
 """Training lab: does scaling by 1/sqrt(d_k) decide whether one attention layer learns?
 
 The toy task is associative recall, generated on the fly from a seed. Each example holds S slots,
-every slot a (key, value) pair with distinct keys, plus one query token that names one of the keys;
-the target is the value stored beside that key:
+each slot a (key, value) pair with distinct keys, plus a query token naming one of the keys; the
+target is the value stored beside that key:
 
-    slots  (k3, v7) (k0, v2) (k9, v7) (k5, v1)      query k9   ->   target v7
+    slots  (k3, v7) (k0, v2) (k9, v7) (k5, v1) ...      query k9   ->   target v7
 
-One attention layer can solve it in a single hop: the query attends to the slot whose key matches
-and reads the value off it. The model (all embeddings fixed and random, only the projections learn):
+One attention layer solves it in a single hop: the query attends to the slot whose key matches and
+reads the value off it. The model (embeddings fixed and random, only the four projections learn):
 
-    x_j = (E_key[key_j] + E_val[value_j]) / sqrt(2)     # (B, S, D) one row per slot
-    x_q = E_key[query]                                   # (B, 1, D) the query token
-    q = x_q W^Q,  k = x W^K,  v = x W^V                  # (B, 1, 1, E), (B, 1, S, E), (B, 1, S, Ev)
-    a = softmax(q k^T * scale)                           # (B, 1, 1, S) scale = 1/sqrt(E) or 1
-    logits = (a v) W^O                                   # (B, num_values)
+    x_j = (E_key[key_j] + E_val[value_j]) / sqrt(2)      # (B, S, D)   one row per slot
+    x_q = E_key[query]                                    # (B, 1, D)   the query token
+    q = x_q W^Q,  k = x W^K,  v = x W^V                   # (B, 1, 1, E), (B, 1, S, E), (B, 1, S, Ev)
+    a = softmax(q k^T * scale)                            # (B, 1, 1, S) scale = 1/sqrt(E), or 1 unscaled
+    logits = (a v) W^O                                    # (B, num_values)
 
-With ``init_scale = 1`` the entries of q and k start with unit variance, so the raw score q . k has
-standard deviation sqrt(d_k): at d_k = 256 that is 16, softmax is nearly one-hot on a random slot
-and the gradient reaching the scores vanishes. Dividing by sqrt(d_k) brings the spread back to 1.
+With ``init_scale = 1`` the entries of q and k start with unit variance, so a raw score q . k has
+standard deviation about sqrt(d_k): 16 at d_k = 256. Softmax of such scores is nearly one-hot on a
+random slot, and for most examples the gradient reaching the scores is ~0. Dividing by sqrt(d_k)
+brings the spread back to ~1, where softmax is still soft and every example teaches something.
 
-``train_steps(config)`` is a generator that yields a ``TrainingSnapshot`` (plain floats and numpy,
-never tensors) every ``config.snapshot_every`` steps, so a caller can draw progress chunk by chunk
-and stop by simply not asking for the next one. At most ``MAX_CONCURRENT_TRAININGS`` trainings run
-at once in this process (a semaphore); the thread count is torch's own (``torch.set_num_threads``
-set by the caller is respected, never changed here).
+``train_steps(config)`` is a generator yielding a ``TrainingSnapshot`` (plain floats and numpy,
+never tensors) every ``config.snapshot_every`` steps, so a page can draw progress chunk by chunk and
+stop by not asking for the next chunk. ``train_side_by_side`` advances several variants in lockstep.
+At most ``MAX_CONCURRENT_TRAININGS`` trainings run at once in this process (a semaphore), and each
+uses at most ``config.num_threads`` torch threads, never more than the process allows
+(``torch.get_num_threads()``, i.e. whatever ``torch.set_num_threads`` the host chose).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -38,10 +41,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from .sdpa import scaled_dot_product_attention
+from .analysis import row_entropy
+from .sdpa import SDPATrace, scaled_dot_product_attention
 
 MAX_CONCURRENT_TRAININGS = 2
 _TRAINING_SLOTS = threading.BoundedSemaphore(MAX_CONCURRENT_TRAININGS)
+LEARNED_ACCURACY = 0.9  # a run "has learned" once its rolling accuracy reaches this
 
 
 class TrainingBusyError(RuntimeError):
@@ -50,27 +55,28 @@ class TrainingBusyError(RuntimeError):
 
 @dataclass(frozen=True)
 class TrainingConfig:
-    """One training run. Defaults are chosen to show the article's effect on a 2-core CPU in seconds."""
+    """One training run. The defaults show the article's effect within seconds on a 2-core CPU."""
 
-    d_k: int = 256  # E: width of q and k (the dimension the scaling is about)
+    d_k: int = 256  # E: width of q and k, the dimension the scaling is about
     scaled: bool = True  # multiply the scores by 1/sqrt(d_k), or leave them raw (scale 1)
-    init_scale: float = 1.0  # per-entry std of q, k, v at initialisation (1 = unit variance)
+    init_scale: float = 1.0  # std of each entry of q, k, v at initialisation (1 = unit variance)
     learning_rate: float = 1e-2
     steps: int = 300
     optimizer: str = "adam"  # "adam" or "sgd"
-    num_slots: int = 8  # S: (key, value) pairs per example, the keys the query chooses among
-    num_keys: int = 16  # key vocabulary (>= num_slots, keys in one example are distinct)
+    num_slots: int = 16  # S: (key, value) pairs per example, the keys the query chooses among
+    num_keys: int = 16  # key vocabulary (>= num_slots: keys within one example are distinct)
     num_values: int = 16  # value vocabulary = the classes; chance accuracy is 1 / num_values
     d_model: int = 32  # D: width of the fixed random embeddings
-    d_v: int = 32  # Ev: width of the values (kept apart from d_k so only d_k changes the scores)
+    d_v: int = 32  # Ev: width of the values, kept apart from d_k so only d_k changes the scores
     batch_size: int = 64  # fresh examples per step
-    seed: int = 0  # one seed fixes the embeddings, the initial weights and every batch
+    seed: int = 0  # fixes the embeddings, the initial weights and every batch
     snapshot_every: int = 10  # yield a snapshot after this many steps (and after the last)
-    probe_examples: int = 8  # fixed examples whose attention rows the snapshots carry
+    probe_examples: int = 8  # fixed examples whose attention rows every snapshot carries
+    num_threads: int = 1  # torch threads for this run, capped by torch.get_num_threads()
 
     def __post_init__(self) -> None:
-        positive = ("d_k", "steps", "num_slots", "num_keys", "num_values", "d_model", "d_v", "batch_size")
-        for name in (*positive, "snapshot_every", "probe_examples"):
+        sizes = ("d_k", "steps", "num_slots", "num_keys", "num_values", "d_model", "d_v", "batch_size")
+        for name in (*sizes, "snapshot_every", "probe_examples", "num_threads"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.num_keys < self.num_slots:
@@ -88,14 +94,23 @@ class TrainingConfig:
         return 1.0 / math.sqrt(self.d_k) if self.scaled else 1.0
 
     @property
+    def variant(self) -> str:
+        return "scaled" if self.scaled else "unscaled"
+
+    @property
     def chance_loss(self) -> float:
-        """Cross-entropy of guessing uniformly over the values: log(num_values)."""
+        """Cross-entropy of a uniform guess over the values: log(num_values)."""
         return math.log(self.num_values)
 
     @property
     def max_entropy(self) -> float:
         """Entropy of a uniform attention row over the slots: log(num_slots)."""
         return math.log(self.num_slots)
+
+    @property
+    def expected_raw_score_std(self) -> float:
+        """std of q . k at initialisation: init_scale^2 * sqrt(d_k) (q, k entries of std init_scale)."""
+        return self.init_scale**2 * math.sqrt(self.d_k)
 
 
 @dataclass(frozen=True)
@@ -106,17 +121,17 @@ class RecallBatch:
     values: torch.Tensor  # (B, S) value id stored beside each key
     query: torch.Tensor  # (B,) one of that example's keys
     target_slot: torch.Tensor  # (B,) the slot whose key equals the query
-    target: torch.Tensor  # (B,) values[b, target_slot[b]]: what the model must answer
+    target: torch.Tensor  # (B,) values[b, target_slot[b]]: the answer
 
 
 def make_batch(
     batch_size: int, num_slots: int, num_keys: int, num_values: int, generator: torch.Generator
 ) -> RecallBatch:
-    """Draw ``batch_size`` recall examples: distinct keys per example, values with repeats allowed."""
+    """Draw ``batch_size`` recall examples: distinct keys per example, values may repeat."""
     if num_keys < num_slots:
         raise ValueError(f"num_keys ({num_keys}) must be >= num_slots ({num_slots})")
     noise = torch.rand(batch_size, num_keys, generator=generator)  # (B, num_keys)
-    keys = noise.argsort(dim=-1)[:, :num_slots]  # (B, S) a random subset, in random order
+    keys = noise.argsort(dim=-1)[:, :num_slots]  # (B, S) a random subset in random order
     values = torch.randint(num_values, (batch_size, num_slots), generator=generator)  # (B, S)
     target_slot = torch.randint(num_slots, (batch_size,), generator=generator)  # (B,)
     rows = torch.arange(batch_size)
@@ -126,33 +141,33 @@ def make_batch(
 
 
 class RecallAttention(torch.nn.Module):
-    """One attention head over the slots, read out to value logits. Embeddings are fixed buffers."""
+    """One attention head from the query over the slots, read out to value logits."""
 
     def __init__(self, config: TrainingConfig, generator: torch.Generator) -> None:
         super().__init__()
         d, e, ev = config.d_model, config.d_k, config.d_v
 
-        def draw(*shape: int, std: float) -> torch.Tensor:
-            return torch.randn(*shape, generator=generator) * std
+        def draw(rows: int, cols: int, std: float) -> torch.Tensor:
+            return torch.randn(rows, cols, generator=generator) * std
 
-        self.register_buffer("key_embedding", draw(config.num_keys, d, std=1.0))  # (num_keys, D)
-        self.register_buffer("value_embedding", draw(config.num_values, d, std=1.0))  # (num_values, D)
-        std = config.init_scale / math.sqrt(d)  # unit-variance x -> q, k, v entries with std init_scale
-        self.w_q = torch.nn.Parameter(draw(d, e, std=std))  # (D, E)
-        self.w_k = torch.nn.Parameter(draw(d, e, std=std))  # (D, E)
-        self.w_v = torch.nn.Parameter(draw(d, ev, std=std))  # (D, Ev)
-        self.w_o = torch.nn.Parameter(draw(ev, config.num_values, std=1.0 / math.sqrt(ev)))  # (Ev, num_values)
+        self.register_buffer("key_embedding", draw(config.num_keys, d, 1.0))  # (num_keys, D) fixed
+        self.register_buffer("value_embedding", draw(config.num_values, d, 1.0))  # (num_values, D) fixed
+        std = config.init_scale / math.sqrt(d)  # unit-variance x -> q, k, v entries of std init_scale
+        self.w_q = torch.nn.Parameter(draw(d, e, std))  # (D, E)
+        self.w_k = torch.nn.Parameter(draw(d, e, std))  # (D, E)
+        self.w_v = torch.nn.Parameter(draw(d, ev, std))  # (D, Ev)
+        self.w_o = torch.nn.Parameter(draw(ev, config.num_values, 1.0 / math.sqrt(ev)))  # (Ev, num_values)
         self.scale = config.scale
 
-    def forward(self, batch: RecallBatch) -> tuple[torch.Tensor, object]:
-        """Value logits (B, num_values) and the SDPA trace of the query's attention row."""
+    def forward(self, batch: RecallBatch) -> tuple[torch.Tensor, SDPATrace]:
+        """Value logits (B, num_values) and the SDPA trace of the query's attention row (B, 1, 1, S)."""
         slots = (self.key_embedding[batch.keys] + self.value_embedding[batch.values]) / math.sqrt(2)  # (B, S, D)
         query_x = self.key_embedding[batch.query].unsqueeze(1)  # (B, 1, D)
-        q = (query_x @ self.w_q).unsqueeze(1)  # (B, 1, L=1, E)  one head
+        q = (query_x @ self.w_q).unsqueeze(1)  # (B, 1, 1, E)   one head, one query
         k = (slots @ self.w_k).unsqueeze(1)  # (B, 1, S, E)
         v = (slots @ self.w_v).unsqueeze(1)  # (B, 1, S, Ev)
         trace = scaled_dot_product_attention(q, k, v, scale=self.scale)
-        read = trace.output[:, 0, 0, :]  # (B, Ev) the value the query pulled out
+        read = trace.output[:, 0, 0, :]  # (B, Ev) what the query pulled out of the slots
         logits = read @ self.w_o  # (B, num_values)
         return logits, trace
 
@@ -163,40 +178,52 @@ class TrainingSnapshot:
 
     config: TrainingConfig
     step: int  # steps done
-    losses: tuple[float, ...]  # cross-entropy per step (on that step's fresh batch)
+    losses: tuple[float, ...]  # cross-entropy per step, on that step's fresh batch
     accuracies: tuple[float, ...]  # fraction answered right per step
     entropies: tuple[float, ...]  # mean entropy (nats) of the query's attention row per step
-    score_grad_norms: tuple[float, ...]  # ||dLoss/d(softmax input)|| per step, summed over the batch
+    score_grads: tuple[float, ...]  # median over examples of ||d loss_b / d(softmax input)_b|| per step
     score_stds: tuple[float, ...]  # std of the softmax input (scores * scale) per step
     probe_weights: np.ndarray  # (P, S) attention of the probe queries over their slots, now
-    probe_target_slot: np.ndarray  # (P,) which slot each probe query should attend to
+    probe_target_slot: np.ndarray  # (P,) the slot each probe query should attend to
     elapsed_s: float  # wall time of the run so far
     done: bool  # True on the last snapshot of a run
 
     @property
     def variant(self) -> str:
-        return "scaled" if self.config.scaled else "unscaled"
+        return self.config.variant
 
-    def final(self, name: str, window: int = 20) -> float:
-        """Mean of the last ``window`` entries of a history (``losses``, ``accuracies``, ...)."""
-        values = getattr(self, name)
-        if not values:
-            return float("nan")
-        tail = values[-window:]
-        return float(sum(tail) / len(tail))
+    def curves(self) -> dict[str, np.ndarray]:
+        """Histories as float64 arrays, keyed as the figures name them; ``step`` counts from 1."""
+        return {
+            "step": np.arange(1, self.step + 1, dtype=np.float64),
+            "loss": np.asarray(self.losses, dtype=np.float64),
+            "accuracy": np.asarray(self.accuracies, dtype=np.float64),
+            "entropy": np.asarray(self.entropies, dtype=np.float64),
+            "score_grad": np.asarray(self.score_grads, dtype=np.float64),
+        }
 
 
 @contextmanager
 def training_slot(timeout_s: float = 30.0) -> Iterator[None]:
     """Hold one of the process-wide training slots; raise TrainingBusyError after ``timeout_s``."""
     if not _TRAINING_SLOTS.acquire(timeout=timeout_s):
-        raise TrainingBusyError(
-            f"{MAX_CONCURRENT_TRAININGS} trainings are already running; try again in a few seconds"
-        )
+        raise TrainingBusyError(f"{MAX_CONCURRENT_TRAININGS} trainings are already running; try again shortly")
     try:
         yield
     finally:
         _TRAINING_SLOTS.release()
+
+
+@contextmanager
+def limited_threads(num_threads: int) -> Iterator[int]:
+    """Use at most ``num_threads`` torch threads in this thread (never more than already allowed)."""
+    before = torch.get_num_threads()
+    used = max(1, min(num_threads, before))
+    torch.set_num_threads(used)
+    try:
+        yield used
+    finally:
+        torch.set_num_threads(before)
 
 
 def _optimizer(config: TrainingConfig, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
@@ -205,96 +232,264 @@ def _optimizer(config: TrainingConfig, params: list[torch.nn.Parameter]) -> torc
     return torch.optim.SGD(params, lr=config.learning_rate)
 
 
+def _run(config: TrainingConfig) -> Iterator[TrainingSnapshot]:
+    """The training loop itself, without slot or thread handling."""
+    init_gen = torch.Generator().manual_seed(config.seed)
+    data_gen = torch.Generator().manual_seed(config.seed + 1_000_003)
+    probe_gen = torch.Generator().manual_seed(config.seed + 2_000_003)
+    model = RecallAttention(config, init_gen)
+    optimizer = _optimizer(config, list(model.parameters()))
+    probe = make_batch(config.probe_examples, config.num_slots, config.num_keys, config.num_values, probe_gen)
+    losses: list[float] = []
+    accuracies: list[float] = []
+    entropies: list[float] = []
+    score_grads: list[float] = []
+    score_stds: list[float] = []
+    start = time.perf_counter()
+    for step in range(1, config.steps + 1):
+        batch = make_batch(config.batch_size, config.num_slots, config.num_keys, config.num_values, data_gen)
+        logits, trace = model(batch)
+        trace.scaled.retain_grad()  # the softmax input, where saturation bites
+        loss = torch.nn.functional.cross_entropy(logits, batch.target)  # mean over the batch
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        with torch.no_grad():
+            weights = trace.weights[:, 0, 0, :]  # (B, S)
+            row_grads = trace.scaled.grad[:, 0, 0, :] * config.batch_size  # (B, S) d loss_b / d z_b
+            losses.append(float(loss))
+            accuracies.append(float((logits.argmax(dim=-1) == batch.target).float().mean()))
+            entropies.append(float(row_entropy(weights).mean()))  # nats, 0 = one-hot
+            score_grads.append(float(row_grads.norm(dim=-1).median()))
+            score_stds.append(float(trace.scaled.std()))
+        if step % config.snapshot_every == 0 or step == config.steps:
+            with torch.no_grad():
+                _, probe_trace = model(probe)
+            yield TrainingSnapshot(
+                config=config,
+                step=step,
+                losses=tuple(losses),
+                accuracies=tuple(accuracies),
+                entropies=tuple(entropies),
+                score_grads=tuple(score_grads),
+                score_stds=tuple(score_stds),
+                probe_weights=probe_trace.weights[:, 0, 0, :].numpy().astype(np.float64),  # (P, S)
+                probe_target_slot=probe.target_slot.numpy().copy(),  # (P,)
+                elapsed_s=time.perf_counter() - start,
+                done=step == config.steps,
+            )
+
+
 def train_steps(config: TrainingConfig, *, slot_timeout_s: float = 30.0) -> Iterator[TrainingSnapshot]:
     """Train one variant, yielding a snapshot every ``snapshot_every`` steps and after the last.
 
-    Deterministic for a seed (same seed, same numbers). Stopping early: stop iterating (or call
-    ``.close()``); the training slot is released when the generator is closed or collected.
+    The same config gives the same numbers. To stop early, stop iterating (or call ``.close()``);
+    the training slot is released when the generator is closed or collected.
     """
-    with training_slot(slot_timeout_s):
-        init_gen = torch.Generator().manual_seed(config.seed)
-        data_gen = torch.Generator().manual_seed(config.seed + 1_000_003)
-        probe_gen = torch.Generator().manual_seed(config.seed + 2_000_003)
-        model = RecallAttention(config, init_gen)
-        optimizer = _optimizer(config, list(model.parameters()))
-        probe = make_batch(config.probe_examples, config.num_slots, config.num_keys, config.num_values, probe_gen)
-        losses: list[float] = []
-        accuracies: list[float] = []
-        entropies: list[float] = []
-        grad_norms: list[float] = []
-        score_stds: list[float] = []
-        start = time.perf_counter()
-        for step in range(1, config.steps + 1):
-            batch = make_batch(config.batch_size, config.num_slots, config.num_keys, config.num_values, data_gen)
-            logits, trace = model(batch)
-            trace.scaled.retain_grad()  # the softmax input: where saturation bites
-            loss = torch.nn.functional.cross_entropy(logits, batch.target)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            with torch.no_grad():
-                weights = trace.weights[:, 0, 0, :]  # (B, S)
-                entropy = torch.special.entr(weights).sum(dim=-1).mean()  # nats, 0 = one-hot
-                accuracy = (logits.argmax(dim=-1) == batch.target).float().mean()
-                losses.append(float(loss))
-                accuracies.append(float(accuracy))
-                entropies.append(float(entropy))
-                grad_norms.append(float(trace.scaled.grad.norm()))
-                score_stds.append(float(trace.scaled.std()))
-            if step % config.snapshot_every == 0 or step == config.steps:
-                with torch.no_grad():
-                    _, probe_trace = model(probe)
-                yield TrainingSnapshot(
-                    config=config,
-                    step=step,
-                    losses=tuple(losses),
-                    accuracies=tuple(accuracies),
-                    entropies=tuple(entropies),
-                    score_grad_norms=tuple(grad_norms),
-                    score_stds=tuple(score_stds),
-                    probe_weights=probe_trace.weights[:, 0, 0, :].numpy().astype(np.float64),
-                    probe_target_slot=probe.target_slot.numpy().copy(),
-                    elapsed_s=time.perf_counter() - start,
-                    done=step == config.steps,
-                )
+    with training_slot(slot_timeout_s), limited_threads(config.num_threads):
+        yield from _run(config)
 
 
 def variants(config: TrainingConfig, *, scaled: bool = True, unscaled: bool = True) -> tuple[TrainingConfig, ...]:
-    """The configs to compare: the same run with scaling on and/or off (everything else equal)."""
+    """The runs to compare: ``config`` with scaling on and/or off, everything else equal."""
     chosen = [flag for flag, wanted in ((True, scaled), (False, unscaled)) if wanted]
     if not chosen:
         raise ValueError("choose at least one variant (scaled or unscaled)")
     return tuple(replace(config, scaled=flag) for flag in chosen)
 
 
-def train_side_by_side(configs: tuple[TrainingConfig, ...]) -> Iterator[tuple[TrainingSnapshot, ...]]:
-    """Advance several runs in lockstep, one chunk each per yield, so a page can draw them together.
+def train_side_by_side(
+    configs: tuple[TrainingConfig, ...], *, slot_timeout_s: float = 30.0
+) -> Iterator[tuple[TrainingSnapshot, ...]]:
+    """Advance several runs in lockstep (one chunk each per yield) under one training slot.
 
-    Yields a tuple with the latest snapshot of every run; a run that finished keeps its last one.
+    Yields a tuple with the latest snapshot of every run; a run that has finished repeats its last
+    one. The last yield has ``done`` set on every snapshot.
     """
-    runs = [train_steps(c) for c in configs]
-    latest: list[TrainingSnapshot | None] = [None] * len(runs)
-    try:
-        active = set(range(len(runs)))
-        while active:
-            for i in sorted(active):
-                try:
-                    latest[i] = next(runs[i])
-                except StopIteration:
-                    active.discard(i)
-            if all(s is not None for s in latest) and active:
-                yield tuple(latest)  # type: ignore[arg-type]
-        if all(s is not None for s in latest):
-            pass
-    finally:
-        for run in runs:
-            run.close()
+    if not configs:
+        raise ValueError("give at least one config")
+    with training_slot(slot_timeout_s), limited_threads(max(c.num_threads for c in configs)):
+        runs = [_run(c) for c in configs]
+        latest = [next(run) for run in runs]
+        yield tuple(latest)
+        while not all(s.done for s in latest):
+            latest = [s if s.done else next(run) for s, run in zip(latest, runs, strict=True)]
+            yield tuple(latest)
 
 
 def run_to_end(config: TrainingConfig) -> TrainingSnapshot:
     """Train one variant to the end and return its last snapshot."""
-    last = None
-    for last in train_steps(config):
-        pass
-    assert last is not None
-    return last
+    return deque(train_steps(config), maxlen=1)[0]  # steps >= 1: at least one snapshot
+
+
+# ---- reading the numbers: what happened, said from the measurements --------------------------------
+
+SATURATED_ENTROPY = 0.25  # an attention row is "nearly one-hot" below this fraction of log(S)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What one run measured, reduced to the numbers a verdict needs."""
+
+    variant: str
+    steps_done: int
+    final_loss: float  # mean over the last tenth of the steps done (at least 5)
+    final_accuracy: float
+    steps_to_learn: int | None  # first step where the rolling accuracy reached LEARNED_ACCURACY
+    initial_score_std: float  # std of the softmax input at step 1
+    initial_entropy: float  # mean attention entropy at step 1 (nats)
+    initial_score_grad: float  # median per-example gradient at the softmax input, step 1
+    saturated_step: int | None  # first step with a nearly one-hot softmax while still answering wrong
+    saturated_score_std: float  # std of the softmax input at that step (nan if never)
+    saturated_entropy: float  # attention entropy at that step (nan if never)
+    diverged: bool  # a loss became NaN or infinite
+
+
+def summarize(snapshot: TrainingSnapshot) -> RunSummary:
+    """Reduce a snapshot's histories to a ``RunSummary``."""
+    config = snapshot.config
+    losses = np.asarray(snapshot.losses, dtype=np.float64)
+    accuracies = np.asarray(snapshot.accuracies, dtype=np.float64)
+    entropies = np.asarray(snapshot.entropies, dtype=np.float64)
+    window = min(len(losses), max(5, len(losses) // 10))
+    rolling = np.convolve(accuracies, np.ones(window) / window, mode="valid")  # (steps - window + 1,)
+    reached = np.flatnonzero(rolling >= LEARNED_ACCURACY)
+    stuck = np.flatnonzero((entropies < SATURATED_ENTROPY * config.max_entropy) & (accuracies < 0.5))
+    first_stuck = int(stuck[0]) if stuck.size else None
+    return RunSummary(
+        variant=snapshot.variant,
+        steps_done=snapshot.step,
+        final_loss=float(losses[-window:].mean()),
+        final_accuracy=float(accuracies[-window:].mean()),
+        steps_to_learn=int(reached[0] + window) if reached.size else None,
+        initial_score_std=snapshot.score_stds[0],
+        initial_entropy=snapshot.entropies[0],
+        initial_score_grad=snapshot.score_grads[0],
+        saturated_step=None if first_stuck is None else first_stuck + 1,
+        saturated_score_std=float("nan") if first_stuck is None else snapshot.score_stds[first_stuck],
+        saturated_entropy=float("nan") if first_stuck is None else snapshot.entropies[first_stuck],
+        diverged=not bool(np.isfinite(losses).all()),
+    )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of a comparison in words, built from measured numbers only."""
+
+    outcome: str  # "scaling_helps", "no_difference", "unscaled_better", "neither_learned", "diverged", "single"
+    headline: str  # what happened and why, in a few sentences
+    reasons: tuple[str, ...]  # the measurements behind it, one per line
+
+
+def _learned(s: RunSummary) -> str:
+    if s.steps_to_learn is not None:
+        return f"reached {LEARNED_ACCURACY:.0%} accuracy at step {s.steps_to_learn}"
+    return f"never reached {LEARNED_ACCURACY:.0%} accuracy"
+
+
+def _describe(s: RunSummary) -> str:
+    return f"{s.variant}: final loss {s.final_loss:.3f}, accuracy {s.final_accuracy:.0%}, {_learned(s)}"
+
+
+def _saturation(s: RunSummary, config: TrainingConfig) -> str:
+    """Why (or whether) this run's softmax went nearly one-hot before it had learned, in numbers."""
+    name = "With" if s.variant == "scaled" else "Without"
+    top = config.max_entropy
+    if s.saturated_step is None:
+        return (
+            f"{name} scaling the softmax never went one-hot on a wrong slot (step-1 score std "
+            f"{s.initial_score_std:.2f}, entropy {s.initial_entropy:.2f} of {top:.2f} nats), so gradients kept flowing."
+        )
+    if s.saturated_step == 1:
+        return (
+            f"{name} scaling the scores start with std {s.initial_score_std:.1f}, so softmax is nearly one-hot "
+            f"from the first step (entropy {s.initial_entropy:.2f} of {top:.2f} nats) and most examples send "
+            "almost no gradient back to W^Q and W^K."
+        )
+    return (
+        f"{name} scaling the scores start with std {s.initial_score_std:.1f}, but they grew: by step "
+        f"{s.saturated_step} their std was {s.saturated_score_std:.1f} and softmax was nearly one-hot "
+        f"(entropy {s.saturated_entropy:.2f} of {top:.2f} nats) while the answers were still mostly wrong"
+        + (
+            f"; without the 1/sqrt(d_k) factor each update moves the scores sqrt({config.d_k}) = "
+            f"{math.sqrt(config.d_k):.0f} times further."
+            if s.variant == "unscaled"
+            else "."
+        )
+    )
+
+
+def verdict(config: TrainingConfig, runs: tuple[TrainingSnapshot, ...]) -> Verdict:
+    """Compare the scaled and unscaled runs of ``config`` (either may be missing) in words."""
+    by_variant = {snap.variant: summarize(snap) for snap in runs}
+    scaled, unscaled = by_variant.get("scaled"), by_variant.get("unscaled")
+    steps = max((s.steps_done for s in by_variant.values()), default=0)
+    partial = f" after {steps} of {config.steps} steps" if steps < config.steps else ""
+    chance = config.chance_loss
+    if scaled is None or unscaled is None:
+        only = scaled or unscaled
+        if only is None:
+            return Verdict("single", "Nothing trained yet.", ())
+        return Verdict(
+            "single",
+            f"Only the {only.variant} variant was trained{partial}: {_describe(only)}. Train both to compare. "
+            + _saturation(only, config),
+            (f"chance: loss {chance:.2f}, accuracy {1 / config.num_values:.0%}",),
+        )
+
+    grad_ratio = scaled.initial_score_grad / max(unscaled.initial_score_grad, 1e-30)
+    reasons = (
+        _describe(scaled),
+        _describe(unscaled),
+        f"chance: loss {chance:.2f}, accuracy {1 / config.num_values:.0%}",
+        f"step 1, std of the softmax input: {unscaled.initial_score_std:.2f} unscaled (expected init_scale^2 * "
+        f"sqrt(d_k) = {config.expected_raw_score_std:.1f}), {scaled.initial_score_std:.2f} scaled",
+        f"step 1, attention entropy: {unscaled.initial_entropy:.2f} unscaled, {scaled.initial_entropy:.2f} scaled "
+        f"(uniform = {config.max_entropy:.2f} nats, one-hot = 0)",
+        f"step 1, typical gradient at the softmax input: {unscaled.initial_score_grad:.1e} unscaled, "
+        f"{scaled.initial_score_grad:.1e} scaled (ratio {grad_ratio:.3g})",
+    )
+    if scaled.diverged or unscaled.diverged:
+        which = " and ".join(s.variant for s in (scaled, unscaled) if s.diverged)
+        return Verdict(
+            "diverged",
+            f"Training diverged{partial} ({which}: the loss became NaN or infinite); lower the learning rate.",
+            reasons,
+        )
+
+    gap = unscaled.final_loss - scaled.final_loss  # > 0: scaling ended lower
+    margin = 0.1 * chance
+    s_steps, u_steps = scaled.steps_to_learn, unscaled.steps_to_learn
+    faster = s_steps is not None and (u_steps is None or u_steps > 1.3 * s_steps + 10)
+    slower = u_steps is not None and (s_steps is None or s_steps > 1.3 * u_steps + 10)
+    losses = f"final loss {scaled.final_loss:.3f} scaled vs {unscaled.final_loss:.3f} unscaled"
+    if faster or (gap > margin and not slower):
+        if s_steps is not None and u_steps is None:
+            how = f"the scaled layer learned the task by step {s_steps}, the unscaled one did not{partial}"
+        elif s_steps is not None:
+            how = f"the scaled layer learned the task by step {s_steps}, the unscaled one only by step {u_steps}"
+        else:
+            how = f"neither reached {LEARNED_ACCURACY:.0%} accuracy{partial}, but the scaled one got much further"
+        headline = f"Scaling made the difference: {how} ({losses}). " + _saturation(unscaled, config)
+        return Verdict("scaling_helps", headline, reasons)
+    if slower or gap < -margin:
+        headline = (
+            f"Here the unscaled layer did better{partial} ({losses}). "
+            + _saturation(scaled, config)
+            + " " + _saturation(unscaled, config)
+        )
+        return Verdict("unscaled_better", headline, reasons)
+    if s_steps is None and u_steps is None and min(scaled.final_loss, unscaled.final_loss) > 0.8 * chance:
+        headline = (
+            f"Neither variant learned{partial} ({losses}; chance is {chance:.2f}). "
+            + _saturation(scaled, config)
+            + " Try more steps or another learning rate before drawing a conclusion."
+        )
+        return Verdict("neither_learned", headline, reasons)
+    both = (
+        f"both learned (scaled by step {s_steps}, unscaled by step {u_steps})"
+        if s_steps is not None and u_steps is not None
+        else "they ended close"
+    )
+    headline = f"No clear difference at these settings{partial}: {both}; {losses}. " + _saturation(unscaled, config)
+    return Verdict("no_difference", headline, reasons)

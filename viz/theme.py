@@ -85,7 +85,10 @@ def apply_theme(fig: go.Figure, theme: str = "screen") -> go.Figure:
     fig.update_layout(
         template=_template(spec),
         font=dict(family=FONT_FAMILY, size=spec.font_size, color="#222"),
-        title=dict(font=dict(size=spec.title_size), x=0.5, xanchor="center", automargin=True),
+        title=dict(
+            font=dict(size=spec.title_size), x=0.5, xanchor="center", xref="paper", y=0.985, yanchor="top",
+            yref="container",
+        ),
         margin=spec.margin,
         paper_bgcolor="white",
         plot_bgcolor="white",
@@ -96,7 +99,9 @@ def apply_theme(fig: go.Figure, theme: str = "screen") -> go.Figure:
         if annotation.name != "fixed-size":
             annotation.font.size = spec.subtitle_size
     for trace in fig.data:
-        if trace.type == "heatmap" and trace.texttemplate:
+        cell_text = trace.type == "heatmap" and trace.texttemplate
+        mask_text = trace.type == "scatter" and (trace.name or "").endswith("masked values")
+        if cell_text or mask_text:
             trace.textfont.size = spec.cell_text_size
     meta = dict(fig.layout.meta) if isinstance(fig.layout.meta, dict) else {}
     meta["theme"] = theme

@@ -1,0 +1,261 @@
+"""The one path from a request to numbers: text -> tokens -> real model + own core -> ModelTrace.
+
+The app, ``python -m viz export`` and the tests all call ``run_trace``, so a slide always matches
+the screen. Heavy steps are separate functions (``load``, ``capture_text``) so callers can cache
+them; ``build_trace`` is cheap and reruns on every control change that does not need the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import torch
+
+from . import masks, positional
+from .device import pick_device
+from .multihead import MultiHeadTrace, ProjectionWeights, init_weights, multi_head_self_attention
+from .pretrained import Capture, LoadedModel, Tokens, capture, load_model, replay, replay_layer, tokenize
+from .request import TraceRequest, validate
+from .traces import LayerTrace, ModelFacts, ModelTrace
+
+
+def load(request: TraceRequest, *, models_dir=None, progress=None) -> LoadedModel:
+    """The model and tokenizer the request names (slow: cache the result)."""
+    return load_model(request.model, device="cpu", models_dir=models_dir, progress=progress)
+
+
+def capture_text(loaded: LoadedModel, request: TraceRequest) -> Capture:
+    """Tokenise the text (cap, optional padding) and run the model once with hooks (cache it)."""
+    tokens = tokenize(loaded, request.text, max_tokens=request.max_tokens)
+    return capture(loaded, pad_tokens(loaded, tokens, request.pad_to))
+
+
+def pad_tokens(loaded: LoadedModel, tokens: Tokens, pad_to: int) -> Tokens:
+    """Append pad tokens up to ``pad_to`` positions (attention_mask 0), within the model's limit."""
+    limit = loaded.facts.max_positions or pad_to
+    target = min(pad_to, limit)
+    length = tokens.ids.shape[1]
+    if target <= length:
+        return tokens
+    tokenizer = loaded.tokenizer
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    if pad_id is None:
+        raise ValueError(f"{loaded.name} has no pad or end-of-text token to pad with")
+    extra = target - length
+    pad_label = tokenizer.convert_ids_to_tokens([pad_id])[0]
+    return replace(
+        tokens,
+        ids=torch.cat([tokens.ids, torch.full((1, extra), pad_id, dtype=tokens.ids.dtype)], dim=1),  # (1, L')
+        attention_mask=torch.cat([tokens.attention_mask, torch.zeros(1, extra, dtype=tokens.attention_mask.dtype)], 1),
+        labels=(*tokens.labels, *[pad_label] * extra),
+        offsets=(*tokens.offsets, *[(len(tokens.text), len(tokens.text))] * extra),
+        special=(*tokens.special, *[True] * extra),
+    )
+
+
+# ---------------------------------------------------------------- the own core's inputs
+
+
+def scratch_embeddings(token_ids, d_model: int, seed: int) -> torch.Tensor:
+    """(L, D) one seeded random vector per token id: the same word always gets the same row."""
+    rows = []
+    for token_id in token_ids:
+        generator = torch.Generator().manual_seed(seed * 1_000_003 + int(token_id))
+        rows.append(torch.randn(d_model, generator=generator, dtype=torch.float64))
+    return torch.stack(rows).float()  # (L, D)
+
+
+def base_mask(request: TraceRequest, causal_model: bool, length: int) -> torch.Tensor:
+    """(L, L) bool, True = may attend, from the request's mask name (before padding)."""
+    name = request.mask
+    if name == "model":
+        return masks.causal(length) if causal_model else masks.full(length)
+    if name == "none":
+        return masks.full(length)
+    if name == "causal":
+        return masks.causal(length)
+    if name == "sliding_window":
+        return masks.sliding_window(length, width=request.window, causal=request.window_causal)
+    if name == "strided":
+        return masks.strided(length, stride=request.stride)
+    if name == "block_local":
+        return masks.block_local(length, block=request.block)
+    if name == "blocked_keys":
+        return masks.blocked_keys(length, keys=[j for j in request.blocked if j < length])
+    raise ValueError(f"unknown mask {name!r}")
+
+
+def _encoding_of(request: TraceRequest, facts: ModelFacts) -> str:
+    return facts.positional if request.encoding == "model" else request.encoding
+
+
+def _core_inputs(request: TraceRequest, cap: Capture, facts: ModelFacts, layer: int):
+    """X, projection weights and the positional hooks (rotate, score bias) for the own core."""
+    length = len(cap.tokens.labels)
+    encoding = _encoding_of(request, facts)
+    if request.source == "replay":
+        layer_cap = cap.layers[layer]
+        if layer_cap.projection is None or layer_cap.hidden_in is None:
+            raise ValueError(f"{facts.name}: this layer's W^Q/W^K/W^V could not be captured; use source=scratch")
+        x = layer_cap.hidden_in.float()  # (L, D) the layer's real input (positions already inside for BERT)
+        weights = layer_cap.projection
+        rotary = layer_cap.rotary
+    else:
+        x = scratch_embeddings(cap.tokens.ids.reshape(-1).tolist(), request.d_model, request.seed)  # (L, D)
+        weights = init_weights(request.d_model, request.d_k, request.heads, seed=request.seed, with_output=False)
+        rotary = None
+    d_model, d_head, heads = weights.d_model, weights.d_k, weights.num_heads
+    if encoding == "sinusoidal" and (request.source == "scratch" or facts.positional != "sinusoidal"):
+        x = x + positional.sinusoidal(length, d_model)  # (L, D)
+    elif encoding == "learned" and (request.source == "scratch" or facts.positional != "learned"):
+        x = x + positional.learned(length, d_model, seed=request.seed)  # (L, D) seeded table
+    rotate = None
+    if encoding == "rotary":
+        if rotary is None:
+            rotary = positional.rotary_cos_sin(length, d_head)
+        cos, sin = rotary
+
+        def rotate(t: torch.Tensor) -> torch.Tensor:
+            return positional.apply_rotary(t, cos.to(t), sin.to(t))
+
+    bias = positional.alibi_bias(heads, length) if encoding == "alibi" else None  # (H, L, L)
+    return x, weights, rotate, bias
+
+
+def _per_head(w: torch.Tensor, heads: int, total_heads: int) -> np.ndarray:
+    d_model, width = w.shape
+    per = w.reshape(d_model, heads, width // heads).permute(1, 0, 2)  # (Hw, D, E)
+    return _np(per.repeat_interleave(total_heads // heads, dim=0))  # (H, D, E)
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to("cpu", torch.float64).numpy()
+
+
+def _repeat_kv(t: torch.Tensor, heads: int) -> torch.Tensor:
+    return t.repeat_interleave(heads // t.shape[-3], dim=-3)  # (H, S, E)
+
+
+def layer_trace_from_core(mh: MultiHeadTrace, mask: torch.Tensor, weights: ProjectionWeights) -> LayerTrace:
+    """Numpy view of one multi-head call (kv heads repeated to H for grouped-query)."""
+    att, heads = mh.attention, weights.num_heads
+    return LayerTrace(
+        q=_np(mh.q),
+        k=_np(_repeat_kv(mh.k, heads)),
+        v=_np(_repeat_kv(mh.v, heads)),
+        scores=_np(att.scores),
+        scaled=_np(att.scaled),
+        masked=_np(att.masked),
+        weights=_np(att.weights),
+        output=_np(att.output),
+        mask=mask.cpu().numpy().astype(bool),
+        scale=att.scale,
+        x=_np(mh.x),
+        w_q=_per_head(weights.w_q, heads, heads),
+        w_k=_per_head(weights.w_k, weights.kv_heads, heads),
+        w_v=_per_head(weights.w_v, weights.kv_heads, heads),
+    )
+
+
+def model_layer_trace(cap: Capture, layer: int) -> LayerTrace | None:
+    """The real model's own layer: its q, k, v, its returned weights and output; scores via replay."""
+    layer_cap = cap.layers[layer]
+    if layer_cap.q is None:
+        return None
+    heads = layer_cap.attentions.shape[0]
+    replayed = replay_layer(cap, layer)  # the pre-softmax steps the model does not return
+    allowed = np.isfinite(_np(replayed.masked)).all(axis=0) & (_np(replayed.masked) > -1e30).all(axis=0)
+    projection = layer_cap.projection
+    return LayerTrace(
+        q=_np(layer_cap.q),
+        k=_np(_repeat_kv(layer_cap.k, heads)),
+        v=_np(_repeat_kv(layer_cap.v, heads)),
+        scores=_np(replayed.scores),
+        scaled=_np(replayed.scaled),
+        masked=_np(replayed.masked),
+        weights=_np(layer_cap.attentions),
+        output=_np(layer_cap.attn_output),
+        mask=allowed,
+        scale=float(layer_cap.scale),
+        x=None if layer_cap.hidden_in is None else _np(layer_cap.hidden_in),
+        w_q=None if projection is None else _per_head(projection.w_q, heads, heads),
+        w_k=None if projection is None else _per_head(projection.w_k, projection.kv_heads, heads),
+        w_v=None if projection is None else _per_head(projection.w_v, projection.kv_heads, heads),
+    )
+
+
+def departures(request: TraceRequest, facts: ModelFacts) -> list[str]:
+    """Plain-language list of where the own core's settings differ from what the model does."""
+    said = []
+    if request.source == "scratch":
+        said.append("Source is 'from scratch': random embeddings and weights, so no match with the model is expected.")
+    if request.scaling == "none":
+        said.append("Scaling is off: scores are not divided by sqrt(d_k) as the model does, so softmax is sharper.")
+    elif request.scaling == "custom":
+        said.append(f"Scaling uses temperature {request.temperature:g} instead of the model's sqrt(d_k).")
+    model_mask = "causal" if facts.causal else "none"
+    if request.mask not in ("model", model_mask):
+        said.append(f"Mask '{request.mask}' is not what the model uses ({'causal' if facts.causal else 'no mask'}).")
+    encoding = _encoding_of(request, facts)
+    if encoding != facts.positional and request.source == "replay":
+        if facts.positional == "learned" and encoding == "none":
+            said.append("The model's learned positions are already inside the layer input; 'none' cannot remove them.")
+        else:
+            said.append(f"Positional encoding '{encoding}' differs from the model's '{facts.positional}'.")
+    if request.fill == "-1e9":
+        said.append("Blocked scores are filled with -1e9 instead of -inf: rows with every key blocked leak.")
+    return said
+
+
+def build_trace(request: TraceRequest, loaded_facts: ModelFacts, cap: Capture, notices=()) -> ModelTrace:
+    """Cheap step: the own core for the chosen layer from a capture, beside the model's layer."""
+    facts = loaded_facts
+    notices = list(notices) + list(cap.notices)
+    layer = min(request.layer, facts.num_layers - 1)
+    if layer != request.layer:
+        notices.append(f"layer {request.layer} does not exist in {facts.name}; showing layer {layer}")
+    device = pick_device(request.device)
+    x, weights, rotate, bias = _core_inputs(request, cap, facts, layer)
+    length = x.shape[0]
+    mask = base_mask(request, facts.causal, length)  # (L, L)
+    mask = mask & masks.padding(cap.tokens.attention_mask.reshape(-1))  # padded keys are never seen
+    attn_mask = mask if request.fill == "-inf" else masks.to_additive(mask, -1e9)
+    move = {"device": device}
+    weights = replace(weights, **{f: getattr(weights, f).to(**move) for f in ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o") if getattr(weights, f) is not None})
+    core_head_dim = weights.d_k
+    mh = multi_head_self_attention(
+        x.to(**move),
+        weights,
+        attn_mask=attn_mask.to(**move),
+        scale=request.scale_for(core_head_dim, cap.layers[layer].scale if request.source == "replay" else None),
+        rotate=rotate,
+        score_bias=None if bias is None else bias.to(**move),
+    )
+    core = layer_trace_from_core(mh, mask, weights)
+    head = min(request.head, core.num_heads - 1)
+    if head != request.head:
+        notices.append(f"head {request.head} does not exist; showing head {head}")
+    model = model_layer_trace(cap, layer)
+    return ModelTrace(
+        tokens=tuple(cap.tokens.labels),
+        token_ids=tuple(int(i) for i in cap.tokens.ids.reshape(-1).tolist()),
+        offsets=tuple(tuple(o) for o in cap.tokens.offsets),
+        core=core,
+        model=model,
+        model_attentions=_np(cap.attentions),
+        replay=tuple(replay(cap)),
+        facts=facts,
+        layer=layer,
+        head=head,
+        notices=tuple(notices),
+        departures=tuple(departures(request, facts)),
+    )
+
+
+def run_trace(request: TraceRequest, *, models_dir=None) -> ModelTrace:
+    """request -> ModelTrace, uncached (the CLI path). The app caches ``load`` and ``capture_text``."""
+    request, notices = validate(request)
+    loaded = load(request, models_dir=models_dir)
+    cap = capture_text(loaded, request)
+    return build_trace(request, loaded.facts, cap, notices)

@@ -1,0 +1,73 @@
+"""How much capture + replay costs next to the model's own forward pass (target: at most 1.3x).
+
+    python -m attention_core.pretrained.bench [--models minilm smollm2] [--sizes 16 128 512] [--repeats 5]
+
+For each model and length n it times (median of ``repeats`` runs, after one warm-up):
+- forward: the base model alone with ``output_attentions=True`` (the least any attention view costs),
+- capture: the same pass with every hook recording X, q, k, v, mask and head outputs,
+- capture + replay: plus the core replaying every layer and measuring the differences.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+PARAGRAPH = (
+    "Attention lets every token look at every other token and decide how much each one matters. "
+    "The query asks, the keys answer, and the values carry what is passed along. "
+)
+
+
+def _median_s(fn, repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def bench_model(name: str, sizes: list[int], repeats: int, device: str | None = None) -> list[dict]:
+    from . import capture, load_model, replay, tokenize
+
+    loaded = load_model(name, device=device)
+    rows = []
+    for n in sizes:
+        tokens = tokenize(loaded, PARAGRAPH * (n // 8 + 4), max_tokens=n)
+        ids, mask = tokens.ids.to(loaded.device), tokens.attention_mask.to(loaded.device)
+
+        def forward(ids=ids, mask=mask):
+            with torch.no_grad():
+                loaded.runner(input_ids=ids, attention_mask=mask, output_attentions=True)
+
+        forward_s = _median_s(forward, repeats)
+        capture_s = _median_s(lambda tokens=tokens: capture(loaded, tokens), repeats)
+        both_s = _median_s(lambda tokens=tokens: replay(capture(loaded, tokens)), repeats)
+        rows.append({"model": name, "n": tokens.length, "forward_ms": forward_s * 1e3, "capture_ms": capture_s * 1e3,
+                     "capture_replay_ms": both_s * 1e3, "ratio": both_s / forward_s})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m attention_core.pretrained.bench", description=__doc__.split("\n")[0])
+    parser.add_argument("--models", nargs="+", default=["minilm", "smollm2"])
+    parser.add_argument("--sizes", nargs="+", type=int, default=[16, 128, 512])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--device", default=None)
+    args = parser.parse_args(argv)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    print(f"{'model':>8} {'n':>5} {'forward ms':>11} {'capture ms':>11} {'capture+replay ms':>18} {'ratio':>6}")
+    for name in args.models:
+        for r in bench_model(name, args.sizes, args.repeats, args.device):
+            print(f"{r['model']:>8} {r['n']:>5} {r['forward_ms']:>11.1f} {r['capture_ms']:>11.1f} "
+                  f"{r['capture_replay_ms']:>18.1f} {r['ratio']:>6.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,237 @@
+"""Capture what every attention layer of a real model computed, with hooks on its own modules.
+
+One forward pass with ``output_attentions=True``. Forward hooks (``register_forward_hook`` /
+``register_forward_pre_hook(..., with_kwargs=True)``) on the model's own modules record, per layer:
+
+- the input X of the q/k/v projections (pre-hook on q_proj / query / c_attn),
+- q, k, v (forward hooks on the projections; GPT-2's fused c_attn is split in three),
+- the attention mask and rotary (cos, sin) the attention module was called with (pre-hook kwargs),
+- the merged head outputs before the output projection (pre-hook on o_proj / c_proj / out_lin, or
+  BERT's self-attention output).
+Rotary models get their rotation applied here with ``attention_core.positional.apply_rotary``
+(Hugging Face's rotate_half convention), so q and k are exactly what the model multiplied.
+No model code is copied or patched; hooks are removed when the pass ends.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING
+
+import torch
+
+from ..multihead import ProjectionWeights, split_heads
+from ..positional import apply_rotary
+from ..traces import ModelFacts
+from .errors import ModelLoadError
+from .tokens import Tokens
+
+if TYPE_CHECKING:
+    from .families import AttentionSite
+    from .loading import LoadedModel
+
+
+@dataclass(frozen=True)
+class LayerCapture:
+    """One layer of one model on one text (CPU tensors, float32, batch dim removed).
+
+    Layers whose q/k/v could not be captured keep only ``attentions`` (the rest None, scale NaN).
+    """
+
+    layer: int
+    hidden_in: torch.Tensor | None  # (L, D)      X read by the projections (after the layer norm where pre-LN)
+    q: torch.Tensor | None  # (H, L, E)           queries, after rotary where the model applies it
+    k: torch.Tensor | None  # (Hkv, S, E)         keys, after rotary
+    v: torch.Tensor | None  # (Hkv, S, Ev)        values
+    mask: torch.Tensor | None  # (1, L, S)        additive float mask (0 or finfo.min); None = no mask
+    attentions: torch.Tensor  # (H, L, S)         the weights the model returned
+    attn_output: torch.Tensor | None  # (H, L, Ev) per-head outputs before the output projection
+    scale: float  # the factor on q.k (module.scaling)
+    projection: ProjectionWeights | None  # the layer's own W^Q, W^K, W^V, W^O, biases
+    rotary: tuple[torch.Tensor, torch.Tensor] | None  # (cos, sin), each (L, E)
+    qk_norm: bool = False  # q and k were normalised after projecting (replay_from_hidden cannot follow)
+
+    @property
+    def captured(self) -> bool:
+        return self.q is not None and self.k is not None and self.v is not None
+
+
+@dataclass(frozen=True)
+class Capture:
+    """Every layer of one forward pass, plus what the app should tell the user."""
+
+    tokens: Tokens
+    layers: tuple[LayerCapture, ...]
+    attentions: torch.Tensor  # (layers, H, L, S) the model's returned weights
+    facts: ModelFacts
+    family: str
+    notices: tuple[str, ...] = ()
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    def layer(self, index: int) -> LayerCapture:
+        if not -self.num_layers <= index < self.num_layers:
+            raise ValueError(f"layer {index} out of range 0..{self.num_layers - 1}")
+        return self.layers[index]
+
+
+class _Recorder:
+    """Hooks that write into one dict per layer while the forward pass runs."""
+
+    def __init__(self, sites: tuple[AttentionSite, ...]) -> None:
+        self.sites = sites
+        self.records: list[dict] = [{} for _ in sites]
+        self.handles: list = []
+        self.signatures = [inspect.signature(s.attention.forward) for s in sites]
+
+    def attach(self) -> None:
+        for site, record, signature in zip(self.sites, self.records, self.signatures, strict=True):
+            hook = self.handles.append
+            hook(site.attention.register_forward_pre_hook(partial(self._call, record, signature), with_kwargs=True))
+            hook(site.entry.register_forward_pre_hook(partial(self._input, record, "hidden_in")))
+            if site.fused is not None:
+                hook(site.fused.register_forward_hook(partial(self._output, record, "qkv")))
+            else:
+                for key in ("q", "k", "v"):
+                    hook(getattr(site, key).register_forward_hook(partial(self._output, record, key)))
+            if site.out_proj is not None:
+                hook(site.out_proj.register_forward_pre_hook(partial(self._input, record, "merged")))
+            else:
+                hook(site.attention.register_forward_hook(partial(self._output, record, "merged")))
+
+    def detach(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+        self.handles.clear()
+
+    @staticmethod
+    def _copy(t: torch.Tensor) -> torch.Tensor:
+        return t.detach()[0].to("cpu", dtype=torch.float32, copy=True)  # batch 1 -> drop B
+
+    @staticmethod
+    def _call(record: dict, signature: inspect.Signature, module, args, kwargs) -> None:
+        try:
+            given = signature.bind_partial(*args, **kwargs).arguments
+        except TypeError:
+            given = kwargs
+        record["mask"] = given.get("attention_mask")  # kept by reference: one tensor shared by layers
+        record["position_embeddings"] = given.get("position_embeddings")
+
+    def _input(self, record: dict, key: str, module, args) -> None:
+        if args and isinstance(args[0], torch.Tensor):
+            record[key] = self._copy(args[0])
+
+    def _output(self, record: dict, key: str, module, args, output) -> None:
+        tensor = output[0] if isinstance(output, tuple) else output
+        if isinstance(tensor, torch.Tensor):
+            record[key] = self._copy(tensor)
+
+
+def _additive(mask: torch.Tensor | None, cache: dict) -> torch.Tensor | None:
+    """The model's mask as (1 or H, L, S) additive float32 on CPU; boolean masks become 0 / finfo.min."""
+    if mask is None or not isinstance(mask, torch.Tensor):
+        return None
+    if id(mask) not in cache:
+        m = mask.detach()
+        if m.dtype == torch.bool:
+            m = torch.zeros(m.shape, dtype=torch.float32, device=m.device).masked_fill(~m, torch.finfo(torch.float32).min)
+        m = m.to("cpu", dtype=torch.float32, copy=True)
+        cache[id(mask)] = (mask, m[0] if m.dim() == 4 else m)  # (B, 1, L, S) -> (1, L, S)
+    return cache[id(mask)][1]
+
+
+def _rotary(pair, cache: dict) -> tuple[torch.Tensor, torch.Tensor] | None:
+    if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+        return None
+    if id(pair[0]) not in cache:
+        cos, sin = (t.detach()[0].to("cpu", dtype=torch.float32, copy=True) for t in pair)  # (L, E) each
+        cache[id(pair[0])] = (pair[0], (cos, sin))
+    return cache[id(pair[0])][1]
+
+
+def _layer(site: AttentionSite, record: dict, attentions: torch.Tensor, projection, masks: dict, rotaries: dict, notes):
+    """Turn one layer's raw records into a LayerCapture (heads split, rotary applied)."""
+    heads, kv_heads, head_dim = site.num_heads, site.num_kv_heads, site.head_dim
+    mask = _additive(record.get("mask"), masks)
+    if "qkv" in record:
+        q, k, v = record["qkv"].split((heads * head_dim, kv_heads * head_dim, kv_heads * head_dim), dim=-1)
+    else:
+        q, k, v = record.get("q"), record.get("k"), record.get("v")
+    if q is None or k is None or v is None or "merged" not in record:
+        notes.append(f"Layer {site.layer}: q, k, v were not seen by the hooks; only the attention weights are shown.")
+        return LayerCapture(site.layer, None, None, None, None, mask, attentions, None, math.nan, None, None)
+    length = q.shape[0]
+    q = split_heads(q.reshape(length, -1), heads)  # (H, L, E)
+    k = split_heads(k.reshape(k.shape[0], -1), kv_heads)  # (Hkv, S, E)
+    v = split_heads(v.reshape(v.shape[0], -1), kv_heads)  # (Hkv, S, Ev)
+    rotary = _rotary(record.get("position_embeddings"), rotaries) if site.takes_rotary else None
+    if rotary is not None:
+        cos, sin = rotary  # (L, E) each
+        q = apply_rotary(q, cos, sin)  # (H, L, E)    q cos + rotate_half(q) sin
+        k = apply_rotary(k, cos, sin)  # (Hkv, S, E)
+    elif site.takes_rotary:
+        notes.append(f"Layer {site.layer}: no rotary (cos, sin) reached the attention; q and k are unrotated.")
+    attn_output = split_heads(record["merged"].reshape(length, -1), heads)  # (H, L, Ev)
+    return LayerCapture(
+        layer=site.layer, hidden_in=record.get("hidden_in"), q=q, k=k, v=v, mask=mask, attentions=attentions,
+        attn_output=attn_output, scale=site.scale, projection=projection, rotary=rotary, qk_norm=site.qk_norm,
+    )
+
+
+def _forward_kwargs(runner) -> dict:
+    params = inspect.signature(runner.forward).parameters
+    kwargs = {"output_attentions": True, "return_dict": True}
+    if "use_cache" in params:
+        kwargs["use_cache"] = False  # no key/value cache: one pass over the whole text
+    return kwargs
+
+
+def capture(loaded: LoadedModel, tokens: Tokens) -> Capture:
+    """Run ``tokens`` (batch 1) through the model once and record every layer (see LayerCapture)."""
+    if tokens.ids.dim() != 2 or tokens.ids.shape[0] != 1:
+        raise ValueError(f"capture takes one sequence: ids must be (1, L), got {tuple(tokens.ids.shape)}")
+    runner = loaded.runner
+    recorder = _Recorder(loaded.sites)
+    with loaded.lock, torch.no_grad():  # hooks live on shared modules: one capture at a time
+        recorder.attach()
+        try:
+            outputs = runner(
+                input_ids=tokens.ids.to(loaded.device),
+                attention_mask=tokens.attention_mask.to(loaded.device),
+                **_forward_kwargs(runner),
+            )
+        finally:
+            recorder.detach()
+    returned = getattr(outputs, "attentions", None)
+    if not returned or any(a is None for a in returned):
+        raise ModelLoadError(
+            loaded.name,
+            "the model returned no attention weights (its attention runs in a fused kernel such as sdpa)",
+            "Load it with attn_implementation='eager'; Attention Lens does this itself, so this architecture "
+            "may not support eager attention",
+        )
+    attentions = torch.stack([a.detach()[0].to("cpu", dtype=torch.float32) for a in returned])  # (layers, H, L, S)
+    notes: list[str] = [tokens.notice] if tokens.notice else []
+    masks: dict = {}
+    rotaries: dict = {}
+    if loaded.sites and len(loaded.sites) == attentions.shape[0]:
+        layers = tuple(
+            _layer(site, record, attentions[i], loaded.projections[i], masks, rotaries, notes)
+            for i, (site, record) in enumerate(zip(loaded.sites, recorder.records, strict=True))
+        )
+    else:
+        if loaded.sites:
+            notes.append(f"The model returned {attentions.shape[0]} attention maps for {len(loaded.sites)} layers.")
+        layers = tuple(
+            LayerCapture(i, None, None, None, None, None, attentions[i], None, math.nan, None, None)
+            for i in range(attentions.shape[0])
+        )
+    return Capture(
+        tokens=tokens, layers=layers, attentions=attentions, facts=loaded.facts, family=loaded.family,
+        notices=tuple(dict.fromkeys((*loaded.notices, *notes))),
+    )

@@ -1,0 +1,206 @@
+"""Load a real model by name, hub id or local folder: eager attention, float32, safetensors only.
+
+Every load goes through ``AutoConfig``/``AutoTokenizer``/``AutoModel`` (``AutoModelForCausalLM``
+for decoder checkpoints) with ``attn_implementation="eager"`` (the sdpa kernels return no attention
+weights), ``use_safetensors=True`` (pickle weights can run code), ``trust_remote_code=False`` and an
+optional ``revision``. Hub ids go through the local Hugging Face cache; when the hub cannot be
+reached, only the cache is used (see ``network.py``). After loading, a short probe sentence is
+captured and replayed, so a model that returns no attentions fails here, and one whose q/k/v cannot
+be captured still loads with a notice.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..device import pick_device
+from ..multihead import ProjectionWeights
+from ..traces import ModelFacts
+from .bundled import DEFAULT_MODEL, bundled_folder, bundled_name
+from .errors import ModelLoadError, explain
+from .families import AttentionSite, find_sites, model_facts, projection_weights
+from .network import hub_reachable
+from .paths import is_hub_id, resolve_local
+
+Progress = Callable[[str, float], None]
+PROBE_TEXT = "The quick brown fox jumps over the lazy dog."
+PROBE_TOLERANCE = 1e-4  # replay differences above this on the probe earn a notice
+
+
+@dataclass(frozen=True, eq=False)
+class LoadedModel:
+    """A model ready for capture. Shared between sessions: treat it as read-only."""
+
+    name: str  # what was asked for: "minilm", "smollm2", a hub id or a folder
+    source: str  # the folder or hub id actually loaded
+    model: nn.Module  # eval mode, float32, on ``device``
+    tokenizer: object  # a transformers tokenizer (fast where the model has one)
+    family: str  # "bert", "gpt2", "llama" or "other" (see families.py)
+    facts: ModelFacts
+    sites: tuple[AttentionSite, ...]  # one per layer; empty when q/k/v cannot be captured
+    projections: tuple[ProjectionWeights, ...]  # the layers' own W^Q, W^K, W^V, W^O (CPU copies)
+    device: torch.device
+    notices: tuple[str, ...] = ()
+    lock: threading.RLock = field(default_factory=threading.RLock, repr=False)  # one capture at a time
+
+    @property
+    def capturable(self) -> bool:
+        """True when q, k, v can be captured (else only the returned attention weights)."""
+        return bool(self.sites)
+
+    @property
+    def runner(self) -> nn.Module:
+        """The module capture runs: the base model (no language-model head; it plays no part in attention)."""
+        return getattr(self.model, "base_model", self.model)
+
+
+def _step(progress: Progress | None, message: str, fraction: float) -> None:
+    if progress is not None:
+        progress(message, fraction)
+
+
+def _check_folder(folder: Path, name: str) -> None:
+    if not (folder / "config.json").is_file():
+        raise ModelLoadError(name, f"the folder {folder} has no config.json", "Point at a Hugging Face model folder")
+    if not any(folder.glob("*.safetensors")) and not any(folder.glob("*.safetensors.index.json")):
+        found = sorted(p.name for p in folder.iterdir() if p.suffix in (".bin", ".pt", ".pth", ".ckpt", ".pkl"))
+        what = f"only pickle weights ({', '.join(found)})" if found else "no weights"
+        raise ModelLoadError(
+            name,
+            f"the folder has {what}, no model.safetensors (pickle files can run code and are refused)",
+            "Convert it once: load it in Python and call model.save_pretrained(folder, safe_serialization=True)",
+        )
+
+
+def _is_causal_lm(config) -> bool:
+    names = getattr(config, "architectures", None) or []
+    return any(n.endswith(("ForCausalLM", "LMHeadModel")) for n in names)
+
+
+def _resolve(name: str, models_dir) -> tuple[str, Path | None]:
+    """(display name, local folder or None for a hub id)."""
+    key = bundled_name(name)
+    if key is not None:
+        return key, None
+    folder = resolve_local(name, models_dir)
+    if folder is not None:
+        return name, folder
+    if not is_hub_id(name):
+        raise ModelLoadError(name, "this is neither a model folder nor a Hugging Face id",
+                             "Use an id like 'openai-community/gpt2', a folder path, or minilm / smollm2")
+    return name, None
+
+
+def _from_pretrained(loader, source, name: str, offline: bool, **kwargs):
+    try:
+        return loader.from_pretrained(source, trust_remote_code=False, local_files_only=offline, **kwargs)
+    except ModelLoadError:
+        raise
+    except Exception as err:  # transformers and the hub raise many kinds; explain() names them
+        raise explain(err, name, offline=offline) from err
+
+
+def load_model(
+    name_or_path: str | Path | None = None,
+    *,
+    revision: str | None = None,
+    device: str | torch.device | None = None,
+    models_dir: str | Path | None = None,
+    progress: Progress | None = None,
+) -> LoadedModel:
+    """Load "minilm" (default), "smollm2", a hub id or a local folder for attention capture.
+
+    ``models_dir``: when set, local folders must lie inside it (relative names are looked up there).
+    ``progress(message, fraction)`` hears about each step (and the one-time SmolLM2 conversion).
+    Raises ModelLoadError (a ValueError) with a message fit to show a person.
+    """
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
+
+    name = str(name_or_path or DEFAULT_MODEL).strip()
+    name, folder = _resolve(name, models_dir)
+    notices: list[str] = []
+    if bundled_name(name) is not None:
+        _step(progress, f"Preparing bundled model {name}", 0.0)
+        folder = bundled_folder(name, progress)
+        if revision:
+            notices.append(f"The bundled model {name} has one version; revision {revision!r} was ignored.")
+        revision = None
+    if folder is not None:
+        _check_folder(folder, name)
+    offline = folder is None and not hub_reachable()
+    source = str(folder) if folder is not None else name
+    hub = {"revision": revision} if folder is None and revision else {}
+    target = pick_device(None if device is None else str(device))
+
+    _step(progress, f"Reading the configuration of {name}", 0.1)
+    config = _from_pretrained(AutoConfig, source, name, offline, **hub)
+    if getattr(config, "is_encoder_decoder", False):
+        raise ModelLoadError(name, "encoder-decoder models (T5, BART, ...) are not supported",
+                             "Pick an encoder (BERT-like) or a decoder (GPT-2- or Llama-like) model")
+    _step(progress, f"Loading the tokenizer of {name}", 0.2)
+    tokenizer = _from_pretrained(AutoTokenizer, source, name, offline, **hub)
+    _step(progress, f"Loading the weights of {name}", 0.3)
+    loader = AutoModelForCausalLM if _is_causal_lm(config) else AutoModel
+    model = _from_pretrained(
+        loader, source, name, offline, attn_implementation="eager", use_safetensors=True, dtype=torch.float32, **hub
+    )
+    if getattr(model.config, "_attn_implementation", "eager") != "eager":
+        try:
+            model.set_attn_implementation("eager")
+        except Exception as err:
+            raise ModelLoadError(name, "it cannot run eager attention, so it would return no attention weights",
+                                 "Pick a model whose attention transformers implements in eager mode") from err
+    model = model.to(device=target, dtype=torch.float32).eval()
+    family, sites = find_sites(model)
+    if not sites:
+        notices.append(
+            f"The attention layout of {type(model).__name__} is not one Attention Lens knows (BERT-, GPT-2- or "
+            "Llama-like): its attention weights are shown, but its q, k, v cannot be captured or replayed."
+        )
+    loaded = LoadedModel(
+        name=name, source=source, model=model, tokenizer=tokenizer, family=family,
+        facts=model_facts(name, model, family, sites), sites=sites,
+        projections=tuple(projection_weights(s) for s in sites), device=target, notices=tuple(notices),
+    )
+    _step(progress, f"Checking that {name} returns its attention weights", 0.9)
+    loaded = _probe(loaded)
+    _step(progress, f"{name} is ready", 1.0)
+    return loaded
+
+
+def _probe(loaded: LoadedModel) -> LoadedModel:
+    """Capture and replay a short sentence: no attentions -> error; q/k/v trouble -> notice."""
+    from dataclasses import replace
+
+    from .capture import capture
+    from .replay import replay
+    from .tokens import tokenize_text
+
+    tokens = tokenize_text(loaded.tokenizer, PROBE_TEXT, max_tokens=32, max_positions=loaded.facts.max_positions or None)
+    try:
+        captured = capture(loaded, tokens)
+    except ModelLoadError:
+        raise
+    except Exception as err:
+        if not loaded.sites:
+            raise explain(err, loaded.name) from err
+        stripped = replace(loaded, sites=(), projections=())
+        note = (f"Capturing q, k, v failed ({type(err).__name__}: {err}); only the model's attention weights are "
+                "shown.")
+        return _probe(replace(stripped, notices=(*loaded.notices, note)))
+    notices = list(loaded.notices)
+    notices += [n for n in captured.notices if n not in notices and n != tokens.notice]
+    diffs = replay(captured)
+    worst = max((max(d.weights, d.output) for d in diffs), default=0.0)
+    if diffs and not worst <= PROBE_TOLERANCE:
+        notices.append(
+            f"Replaying this model's own q, k, v misses its attention by up to {worst:.2g}: it computes attention "
+            "with a step the core does not model, so treat the captured q, k, v with care."
+        )
+    return replace(loaded, notices=tuple(notices))

@@ -1,0 +1,100 @@
+"""Replay a real model's attention with the from-scratch core and measure the difference.
+
+Two replays per layer:
+- ``replay_layer``: the model's own q, k, v and mask through ``scaled_dot_product_attention`` with the
+  model's scale; ``replay`` reports max |core - model| of weights and per-head outputs for every layer.
+- ``replay_from_hidden``: the layer's input X and its own W^Q, W^K, W^V (and biases) through
+  ``multi_head_self_attention``, rotating q and k with the model's (cos, sin) where it uses rotary:
+  the app's "replay this layer" mode, the whole path from X to the head outputs.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import torch
+
+from ..multihead import MultiHeadTrace, multi_head_self_attention
+from ..positional import apply_rotary
+from ..sdpa import SDPATrace, scaled_dot_product_attention
+from ..traces import ReplayDiff
+from .capture import Capture, LayerCapture
+
+
+def _captured(capture: Capture, layer: int) -> LayerCapture:
+    captured = capture.layer(layer)
+    if not captured.captured:
+        raise ValueError(f"layer {layer}: q, k, v of this model were not captured, so it cannot be replayed")
+    return captured
+
+
+def replay_layer(capture: Capture, layer: int) -> SDPATrace:
+    """softmax(q k^T * scale + mask) v from the captured q (H, L, E), k (Hkv, S, E), v (Hkv, S, Ev)."""
+    captured = _captured(capture, layer)
+    return scaled_dot_product_attention(
+        captured.q,
+        captured.k,
+        captured.v,
+        attn_mask=captured.mask,  # (1, L, S) additive, or None
+        scale=captured.scale,
+        enable_gqa=captured.k.shape[0] != captured.q.shape[0],  # grouped-query: Hkv < H
+    )
+
+
+def max_difference(core: torch.Tensor, model: torch.Tensor) -> float:
+    """max |core - model| as a float (0.0 for empty tensors)."""
+    if core.shape != model.shape:
+        raise ValueError(f"cannot compare shapes {tuple(core.shape)} and {tuple(model.shape)}")
+    return float((core - model).abs().max()) if core.numel() else 0.0
+
+
+def replay(capture: Capture) -> tuple[ReplayDiff, ...]:
+    """Per captured layer: max |difference| of the weights (H, L, S) and the head outputs (H, L, Ev)."""
+    diffs = []
+    for captured in capture.layers:
+        if not captured.captured:
+            continue
+        trace = replay_layer(capture, captured.layer)
+        diffs.append(
+            ReplayDiff(
+                layer=captured.layer,
+                weights=max_difference(trace.weights, captured.attentions),
+                output=max_difference(trace.output, captured.attn_output),
+            )
+        )
+    return tuple(diffs)
+
+
+def replay_from_hidden(capture: Capture, layer: int) -> MultiHeadTrace:
+    """Q = X W^Q + b, K = X W^K + b, V = X W^V + b, heads split, rotary, attention: from the layer's input.
+
+    Returns the core's MultiHeadTrace; its ``attention.weights`` (H, L, S) and ``attention.output``
+    (H, L, Ev) should match the model's ``attentions`` and ``attn_output``.
+    """
+    captured = _captured(capture, layer)
+    if captured.hidden_in is None or captured.projection is None:
+        raise ValueError(f"layer {layer}: the layer input or its weights were not captured")
+    if captured.qk_norm:
+        raise ValueError(
+            f"layer {layer}: this model normalises q and k after projecting them (q_norm/k_norm), a step the "
+            "core's multi-head attention does not have; replay it from the captured q, k, v instead"
+        )
+    rotate = None if captured.rotary is None else partial(apply_rotary, cos=captured.rotary[0], sin=captured.rotary[1])
+    return multi_head_self_attention(
+        captured.hidden_in,  # (L, D)
+        captured.projection,
+        attn_mask=captured.mask,
+        scale=captured.scale,
+        rotate=rotate,
+    )
+
+
+def replay_from_hidden_diff(capture: Capture, layer: int) -> ReplayDiff:
+    """max |difference| of weights and head outputs when replaying ``layer`` from its input X."""
+    captured = _captured(capture, layer)
+    trace = replay_from_hidden(capture, layer)
+    return ReplayDiff(
+        layer=layer,
+        weights=max_difference(trace.attention.weights, captured.attentions),
+        output=max_difference(trace.attention.output, captured.attn_output),
+    )

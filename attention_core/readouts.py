@@ -1,0 +1,37 @@
+"""One-line numbers under each derivation step (numpy in, plain floats out)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .traces import HeadTrace
+
+
+def step_readouts(head: HeadTrace) -> dict[str, float]:
+    """Variance before/after scaling, blocked cells, empty rows, row sums, entropy of one head."""
+    allowed = head.mask  # (L, S)
+    finite_scores = head.scores[allowed] if allowed.any() else head.scores.ravel()
+    weights = head.weights  # (L, S)
+    logs = np.where(weights > 0, np.log(np.where(weights > 0, weights, 1.0)), 0.0)
+    entropy = -(weights * logs).sum(axis=-1)  # (L,)
+    sums = weights.sum(axis=-1)  # (L,)
+    empty = ~allowed.any(axis=-1)  # (L,)
+    keys_per_row = allowed.sum(axis=-1).clip(min=1)  # (L,)
+    return {
+        "d_k": float(head.q.shape[-1]),
+        "scale": float(head.scale),
+        "score_var": float(np.var(finite_scores)),
+        "scaled_var": float(np.var(finite_scores * head.scale)),
+        "score_absmax": float(np.abs(finite_scores).max()),
+        "blocked": int((~allowed).sum()),
+        "cells": int(allowed.size),
+        "empty_rows": int(empty.sum()),
+        "row_sum_min": float(sums.min()),
+        "row_sum_max": float(sums.max()),
+        "entropy": float(entropy.mean()),
+        "max_entropy": float(np.mean(np.log(keys_per_row))),
+        "max_weight": float(weights.max(axis=-1).mean()),
+        "uniform_entropy": math.log(weights.shape[-1]),
+    }

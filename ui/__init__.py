@@ -1,0 +1,1 @@
+"""Streamlit layer: widgets, Settings <-> URL, cached calls, layout. No tensor math here."""

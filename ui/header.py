@@ -1,0 +1,45 @@
+"""Above the views: device badge, model facts, notices (truncation, fixed settings) and departures."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attention_core.traces import ModelTrace
+
+from .settings import Settings
+from .text import plain
+
+
+def render(trace: ModelTrace, device: str, settings: Settings) -> None:
+    facts = trace.facts
+    worst = max((max(r.weights, r.output) for r in trace.replay), default=float("nan"))
+    cols = st.columns([1.2, 1, 1, 1.4])
+    cols[0].metric("Model", facts.name.split("/")[-1][:28], help=f"{facts.family} family, {facts.num_parameters:,} parameters")
+    cols[1].metric("Tokens", len(trace.tokens), help="After the tokenizer (and any cap).")
+    cols[2].metric("Device", device.upper(), help="Where the own core computes (auto: CUDA, then MPS, then CPU).")
+    cols[3].metric(
+        "Core replays model: max |Δ|",
+        f"{worst:.1e}" if trace.replay else "n/a",
+        help="The model's captured q, k, v fed through the from-scratch core, every layer: largest difference "
+        "of attention weights or outputs. Float32 rounding is about 1e-7.",
+    )
+    with st.expander(
+        f"Model facts: {facts.num_layers} layers × {facts.num_heads} heads, d_head {facts.d_head}, "
+        f"{facts.positional} positions{', causal' if facts.causal else ''}",
+        expanded=False,
+    ):
+        st.markdown(
+            f"- **{plain(facts.name)}** ({facts.family} family), {facts.num_parameters:,} parameters\n"
+            f"- d_model {facts.d_model}, {facts.num_heads} query heads, {facts.num_kv_heads} key/value heads"
+            f"{' (grouped-query attention)' if facts.num_kv_heads != facts.num_heads else ''}, d_head {facts.d_head}\n"
+            f"- positions: {facts.positional}; {'causal decoder' if facts.causal else 'bidirectional encoder'}; "
+            f"max {facts.max_positions} positions"
+        )
+    for notice in trace.notices:
+        st.info(plain(notice), icon="ℹ️")
+    if trace.departures:
+        st.warning(
+            "**The own core departs from the model here**, so its pattern may differ:\n"
+            + "\n".join(f"- {plain(d)}" for d in trace.departures),
+            icon="🔀",
+        )

@@ -1,0 +1,76 @@
+"""One frozen Settings object: the request that decides the numbers plus what is only shown.
+
+It round-trips through the URL (``st.query_params``): only values that differ from the defaults
+are written, every value read back is checked, and anything wrong falls back with a notice.
+Pure Python: no streamlit import, so it is tested directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from attention_core.request import CHOICES, TraceRequest, coerce_fields
+
+VIEWS = ("derivation", "compare", "heads", "query", "pitfalls", "training")
+VIEW_LABELS = {
+    "derivation": "Derivation",
+    "compare": "Core vs model",
+    "heads": "Heads & layers",
+    "query": "Query inspector",
+    "pitfalls": "Pitfalls lab",
+    "training": "Training lab",
+}
+THEMES = ("screen", "slides")
+UI_CHOICES = {"view": VIEWS, "theme": THEMES}
+
+
+@dataclass(frozen=True)
+class Settings(TraceRequest):
+    """TraceRequest + view-only fields (changing these never reruns the model or the core)."""
+
+    view: str = "derivation"
+    query: int = 0  # query token inspected
+    show_values: bool = False  # numbers in heatmap cells (small n)
+    theme: str = "screen"
+    statistic: str = "entropy"  # colour of the layer x head overview
+
+    def request(self) -> TraceRequest:
+        return TraceRequest(**{f.name: getattr(self, f.name) for f in fields(TraceRequest)})
+
+
+STATISTICS = ("entropy", "max_weight", "diagonal_distance", "previous_token", "first_token")
+UI_CHOICES["statistic"] = STATISTICS
+
+
+def _to_text(value) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def to_query_params(settings: Settings) -> dict[str, str]:
+    """Only the fields that differ from the defaults, as strings (short, readable links)."""
+    default = Settings()
+    return {
+        f.name: _to_text(getattr(settings, f.name))
+        for f in fields(Settings)
+        if getattr(settings, f.name) != getattr(default, f.name)
+    }
+
+
+def from_query_params(params) -> tuple[Settings, list[str]]:
+    """Settings from a URL's parameters. Wrong types, unknown names, out-of-range values fall back."""
+    raw = {key: params[key] for key in params}
+    values, notices = coerce_fields(Settings, raw)
+    for name, choices in UI_CHOICES.items():
+        if name in values and values[name] not in choices:
+            notices.append(f"'{name}' = {values[name][:40]!r} is not one of {', '.join(choices)}; using default")
+            values.pop(name)
+    if "query" in values:
+        values["query"] = max(0, min(values["query"], 4096))
+    return Settings(**values), notices
+
+
+__all__ = ["CHOICES", "STATISTICS", "Settings", "THEMES", "VIEWS", "VIEW_LABELS", "from_query_params", "to_query_params"]

@@ -1,0 +1,215 @@
+"""The sidebar: every control, each with help text. Widgets <-> Settings, nothing else."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+import streamlit as st
+
+from attention_core.device import available_devices
+from attention_core.request import LIMITS
+
+from .settings import STATISTICS, THEMES, Settings
+
+EXAMPLES = {
+    "The animal didn't cross the street because it was too tired.": "coreference: what does 'it' attend to?",
+    "The cat sat on the mat. The cat was happy.": "repeated words: rows stay separate",
+    "Paris is the capital of France, and Berlin is the capital of Germany.": "parallel structure",
+    "I saw a saw that could saw wood.": "one word, three meanings",
+    "The keys to the cabinet are on the table.": "agreement across a phrase",
+}
+BUNDLED = {"minilm": "all-MiniLM-L6-v2 (encoder, learned positions)", "smollm2": "SmolLM2-135M (decoder, rotary, GQA)"}
+OTHER = "other"
+SCALING_LABELS = {"sqrt_dk": "÷ √d_k (the article)", "none": "none (raw QKᵀ)", "custom": "÷ temperature"}
+MASK_LABELS = {
+    "model": "what the model uses",
+    "none": "none: every key",
+    "causal": "causal: no future keys",
+    "sliding_window": "sliding window",
+    "strided": "strided / dilated",
+    "block_local": "block-local",
+    "blocked_keys": "hand-picked blocked keys",
+}
+ENCODING_LABELS = {
+    "model": "the model's own",
+    "none": "none (bag of words)",
+    "sinusoidal": "sinusoidal (added to X)",
+    "learned": "learned table (added to X)",
+    "rotary": "rotary (rotates q, k)",
+    "alibi": "ALiBi (bias on scores)",
+}
+SOURCE_LABELS = {
+    "replay": "replay the model's layer",
+    "scratch": "from scratch (random weights)",
+}
+
+
+def seed_state(settings: Settings) -> None:
+    """First run of a session: put the URL's settings into the widgets' state."""
+    for f in fields(Settings):
+        st.session_state.setdefault(f.name, getattr(settings, f.name))
+    model = settings.model
+    st.session_state.setdefault("model_choice", model if model in BUNDLED else OTHER)
+    st.session_state.setdefault("model_custom", "" if model in BUNDLED else model)
+    st.session_state["blocked"] = list(st.session_state.get("blocked", ()))
+
+
+def _pick_example() -> None:
+    choice = st.session_state.get("example")
+    if choice in EXAMPLES:
+        st.session_state["text"] = choice
+
+
+def text_and_model() -> tuple[str, str]:
+    """The two controls that decide which model runs on what; rendered before the model loads."""
+    st.selectbox(
+        "Example sentence",
+        ["(type your own below)", *EXAMPLES],
+        key="example",
+        on_change=_pick_example,
+        format_func=lambda s: s if s not in EXAMPLES else f"{s}  ({EXAMPLES[s]})",
+        help="Pick a sentence that shows something about attention, or write your own text.",
+    )
+    st.text_area(
+        "Text",
+        key="text",
+        height=90,
+        max_chars=20_000,
+        help="Any text. It is tokenised by the chosen model's tokenizer and capped at 'max tokens'.",
+    )
+    st.selectbox(
+        "Model",
+        [*BUNDLED, OTHER],
+        key="model_choice",
+        format_func=lambda m: BUNDLED.get(m, "another model: Hugging Face id or local folder"),
+        help="Bundled models work offline. 'Another model' loads any Hugging Face id (needs network) or a local folder.",
+    )
+    if st.session_state["model_choice"] == OTHER:
+        st.text_input(
+            "Hugging Face id or local folder",
+            key="model_custom",
+            placeholder="e.g. bert-base-uncased or /models/my-model",
+            help="Loaded with eager attention and safetensors only; remote code is never run.",
+        )
+        model = st.session_state.get("model_custom", "").strip() or "minilm"
+    else:
+        model = st.session_state["model_choice"]
+    return st.session_state.get("text", ""), model
+
+
+def _clamp(key: str, high: int) -> None:
+    if st.session_state.get(key, 0) > high:
+        st.session_state[key] = high
+
+
+def controls(facts, num_tokens: int) -> None:
+    """Every other control. ``facts`` of the loaded model bound the layer and head sliders."""
+    _clamp("layer", facts.num_layers - 1)
+    heads = facts.num_heads if st.session_state.get("source") == "replay" else int(st.session_state.get("heads", 4))
+    _clamp("head", heads - 1)
+    _clamp("query", max(num_tokens - 1, 0))
+    st.session_state["blocked"] = [j for j in st.session_state.get("blocked", []) if j < num_tokens]
+    col_layer, col_head = st.columns(2)
+    if facts.num_layers > 1:
+        col_layer.slider("Layer", 0, facts.num_layers - 1, key="layer", help="Which transformer block to look at.")
+    if heads > 1:
+        col_head.slider("Head", 0, heads - 1, key="head", help="Which attention head of that layer.")
+
+    with st.expander("Scaling", expanded=True):
+        st.radio(
+            "Divide the scores by",
+            list(SCALING_LABELS),
+            key="scaling",
+            format_func=SCALING_LABELS.get,
+            horizontal=True,
+            help="The article's softmax(QKᵀ/√d_k). 'none' shows why the division matters; a temperature is any divisor.",
+        )
+        if st.session_state["scaling"] == "custom":
+            st.slider("Temperature", 0.1, 64.0, key="temperature", step=0.1, help="Scores are divided by this.")
+
+    with st.expander("Masking", expanded=True):
+        st.selectbox(
+            "Mask", list(MASK_LABELS), key="mask", format_func=MASK_LABELS.get, help="Which keys each query may see."
+        )
+        mask = st.session_state["mask"]
+        if mask == "sliding_window":
+            st.slider("Window width", 1, 64, key="window", help="Each query sees keys with |i - j| < width.")
+            st.checkbox("Causal window", key="window_causal", help="Only the width-1 tokens before the query.")
+        elif mask == "strided":
+            st.slider("Stride", 1, 32, key="stride", help="Keys whose distance from the query is a multiple of this.")
+        elif mask == "block_local":
+            st.slider("Block size", 1, 64, key="block", help="Queries see only keys in their own block.")
+        elif mask == "blocked_keys":
+            st.multiselect(
+                "Blocked key positions",
+                list(range(num_tokens)),
+                key="blocked",
+                help="No query may attend to these tokens. Block all of them to see an empty row.",
+            )
+        st.radio(
+            "Fill for blocked scores",
+            ["-inf", "-1e9"],
+            key="fill",
+            horizontal=True,
+            help="-inf gives blocked keys exactly 0 weight and an empty row 0 everywhere. -1e9 is the common "
+            "shortcut: a row with every key blocked becomes uniform, leaking attention to hidden keys.",
+        )
+        st.number_input(
+            "Pad input to (tokens, 0 = off)",
+            min_value=0,
+            max_value=LIMITS["pad_to"][1],
+            key="pad_to",
+            help="Adds pad tokens; both the model and the core mask them out as keys (padding mask).",
+        )
+
+    with st.expander("Positional encoding and source of X", expanded=False):
+        st.selectbox(
+            "Positional encoding (own core)",
+            list(ENCODING_LABELS),
+            key="encoding",
+            format_func=ENCODING_LABELS.get,
+            help="Without one, attention cannot tell word order: see the permutation demo in the pitfalls lab.",
+        )
+        st.radio(
+            "Source of X and weights",
+            list(SOURCE_LABELS),
+            key="source",
+            format_func=SOURCE_LABELS.get,
+            help="Replay: the layer's real input and W^Q/W^K/W^V, so the core must match the model. "
+            "Scratch: seeded random token embeddings and weights at the sizes below.",
+        )
+        if st.session_state["source"] == "scratch":
+            c1, c2, c3 = st.columns(3)
+            c1.number_input("d_model", 2, LIMITS["d_model"][1], key="d_model", help="Embedding width.")
+            c2.number_input("d_k", 2, LIMITS["d_k"][1], key="d_k", help="Query/key width per head.")
+            c3.number_input("heads", 1, LIMITS["heads"][1], key="heads", help="Number of heads.")
+            st.number_input("Seed", 0, 10_000, key="seed", help="Seed for embeddings and weights.")
+
+    with st.expander("Display and device", expanded=False):
+        st.selectbox("Device", available_devices(), key="device", help="Where the own core computes.")
+        st.checkbox("Show values in cells", key="show_values", help="Numbers on small heatmaps (up to 24 tokens).")
+        st.radio("Figure theme", THEMES, key="theme", horizontal=True, help="'slides': white, large fonts.")
+        st.selectbox("Statistic for the layer × head overview", STATISTICS, key="statistic")
+        st.number_input(
+            "Max tokens",
+            1,
+            LIMITS["max_tokens"][1],
+            key="max_tokens",
+            help="Longer text is cut here (and at the model's limit), with a notice.",
+        )
+
+
+def read_settings(model: str) -> Settings:
+    """Current widget values as one Settings object."""
+    values = {}
+    for f in fields(Settings):
+        if f.name in st.session_state:
+            values[f.name] = st.session_state[f.name]
+    values["model"] = model
+    values["blocked"] = tuple(sorted(int(j) for j in values.get("blocked", ())))
+    for name in ("layer", "head", "query", "window", "stride", "block", "pad_to", "d_model", "d_k", "heads", "seed"):
+        if name in values:
+            values[name] = int(values[name])
+    values["max_tokens"] = int(values.get("max_tokens", 128))
+    values["temperature"] = float(values.get("temperature", 8.0))
+    return Settings(**values)

@@ -1,0 +1,24 @@
+"""The app's views. Each module has ``render(trace, settings)``; this picks one."""
+
+from __future__ import annotations
+
+from attention_core.traces import ModelTrace
+
+from ..settings import Settings
+
+
+def render(view: str, trace: ModelTrace, settings: Settings) -> None:
+    if view == "training":
+        from ui.training_lab import render_training_lab
+
+        render_training_lab()
+        return
+    from . import compare, derivation, heads, pitfalls, query
+
+    {
+        "derivation": derivation.render,
+        "compare": compare.render,
+        "heads": heads.render,
+        "query": query.render,
+        "pitfalls": pitfalls.render,
+    }.get(view, derivation.render)(trace, settings)

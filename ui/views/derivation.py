@@ -1,0 +1,75 @@
+"""View 1: the article's steps in order, each with its formula, its figure and a one-line readout."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attention_core.readouts import step_readouts
+from attention_core.traces import ModelTrace
+from viz.views import figures_for_trace, matrices_for_trace
+
+from ..settings import Settings
+from .common import figure
+
+
+def render(trace: ModelTrace, settings: Settings) -> None:
+    h = trace.head
+    figs = figures_for_trace(trace, "derivation", head=h, theme=settings.theme, show_values=settings.show_values or None)
+    data = matrices_for_trace(trace, "derivation", head=h)
+    head = trace.core.head(h)
+    r = step_readouts(head)
+    n, d_k = head.q.shape
+    source = "the model's layer input" if settings.source == "replay" else "seeded token embeddings"
+    st.subheader(f"Layer {trace.layer}, head {h}: attention one step at a time")
+
+    st.markdown(f"**1. Input X**: one row per token ({n} tokens), from {source}.")
+    st.latex(r"X \in \mathbb{R}^{n \times d_{model}}")
+    if "x" in figs:
+        figure(figs["x"], "x", data.get("x"))
+
+    st.markdown("**2. Projections**: three learned matrices map each token to a query, a key and a value.")
+    st.latex(r"Q = XW^Q,\quad K = XW^K,\quad V = XW^V \qquad W^Q, W^K \in \mathbb{R}^{d_{model} \times d_k}")
+    if all(k in figs for k in ("w_q", "w_k", "w_v")):
+        with st.expander("The weight matrices W^Q, W^K, W^V of this head", expanded=False):
+            for name in ("w_q", "w_k", "w_v"):
+                figure(figs[name], name, data.get(name))
+    cols = st.columns(3)
+    for col, name in zip(cols, ("q", "k", "v"), strict=True):
+        with col:
+            figure(figs[name], name, data.get(name))
+
+    st.markdown("**3. Dot products**: how well each query matches each key.")
+    st.latex(r"e_{ij} = q_i \cdot k_j \qquad S = QK^T \in \mathbb{R}^{n \times n}")
+    figure(figs["scores"], "scores", data.get("scores"))
+    st.caption(
+        f"Variance of the scores: {r['score_var']:.3g} (d_k = {d_k:.0f}; for unit-variance q, k it would be about d_k). "
+        f"Largest |score|: {r['score_absmax']:.3g}."
+    )
+
+    st.markdown(f"**4. Scaling**: multiply by {r['scale']:.4g} so the scores stay in softmax's sensitive range.")
+    st.latex(r"\tilde{S} = \frac{QK^T}{\sqrt{d_k}}" + rf"\qquad \tfrac{{1}}{{\sqrt{{{d_k:.0f}}}}} = {1 / d_k**0.5:.4g}")
+    figure(figs["scaled"], "scaled", data.get("scaled"))
+    st.caption(f"Variance after scaling: {r['scaled_var']:.3g} (was {r['score_var']:.3g}).")
+
+    st.markdown("**5. Masking**: blocked keys get -∞, so softmax gives them exactly 0.")
+    st.latex(r"\tilde{S}_{ij} \leftarrow -\infty \ \text{where query } i \text{ may not see key } j")
+    figure(figs["masked"], "masked", data.get("masked"))
+    empty = (
+        f" {r['empty_rows']} row(s) have every key blocked: they attend to nothing (weights 0, output 0)"
+        + (" — with fill -1e9 such rows would leak instead." if settings.fill == "-inf" else ".")
+        if r["empty_rows"]
+        else ""
+    )
+    st.caption(f"{r['blocked']} of {r['cells']} cells blocked.{empty}")
+
+    st.markdown("**6. Softmax**: each row becomes a probability distribution over the keys.")
+    st.latex(r"\alpha_{ij} = \frac{\exp(\tilde{S}_{ij})}{\sum_{j'} \exp(\tilde{S}_{ij'})}")
+    figure(figs["weights"], "weights", data.get("weights"))
+    st.caption(
+        f"Row sums from {r['row_sum_min']:.6f} to {r['row_sum_max']:.6f}. Mean entropy {r['entropy']:.3f} nats "
+        f"(uniform over the allowed keys: {r['max_entropy']:.3f}); mean largest weight {r['max_weight']:.3f}."
+    )
+
+    st.markdown("**7. Weighted sum**: each output row mixes the value vectors by those weights.")
+    st.latex(r"O = AV = \mathrm{softmax}\!\left(\frac{QK^T}{\sqrt{d_k}}\right)V")
+    figure(figs["output"], "output", data.get("output"))

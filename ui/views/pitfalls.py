@@ -1,0 +1,137 @@
+"""View 4: the article's pitfalls as experiments: scaling, O(n^2) cost, positions and order, sparse masks."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attention_core import lab
+from attention_core.traces import ModelTrace
+from viz.labels import plain_labels
+from viz.pitfalls import cost_figure, permutation_figure, saturation_figure, variance_figure
+from viz.positional import position_similarity_figure, positional_heatmap
+from viz.sparse import mask_patterns_figure, sparse_cost_figure
+
+from .. import compute
+from ..settings import Settings
+from .common import figure
+
+PITFALLS = {
+    "scaling": "1 · Scaling and vanishing gradients",
+    "cost": "2 · O(n²) cost",
+    "order": "3 · Positional encoding and permutation",
+    "sparse": "4 · Local and sparse masks",
+}
+
+
+def render(trace: ModelTrace, settings: Settings) -> None:
+    choice = st.radio("Pitfall", list(PITFALLS), format_func=PITFALLS.get, horizontal=True, key="pitfall")
+    {"scaling": _scaling, "cost": _cost, "order": _order, "sparse": _sparse}[choice](trace, settings)
+
+
+def _scaling(trace: ModelTrace, settings: Settings) -> None:
+    theme = settings.theme
+    st.markdown(
+        "For query and key vectors with independent unit-variance entries, the dot product sums d_k terms, so its "
+        "variance grows like **d_k**. Dividing by **√d_k** brings it back to about 1."
+    )
+    st.latex(r"\mathrm{Var}(q\cdot k) = d_k \qquad \mathrm{Var}\!\left(\frac{q\cdot k}{\sqrt{d_k}}\right) = 1")
+    v = compute.variance_curve()
+    figure(variance_figure(v.d_k, v.unscaled, v.scaled, theme=theme), "variance")
+    st.markdown(
+        "Large scores push softmax to a one-hot row. Its Jacobian **diag(p) − ppᵀ** then goes to zero, so the "
+        "gradient that reaches the scores (and W^Q, W^K) vanishes: the unscaled curves below fall as d_k grows."
+    )
+    s = compute.saturation_curve()
+    figure(
+        saturation_figure(s.x, s.entropy_unscaled, s.entropy_scaled, s.grad_norm_unscaled, s.grad_norm_scaled,
+                          max_entropy=s.max_entropy, theme=theme),
+        "saturation",
+    )
+    head = trace.core.head(trace.head)
+    d_k = head.q.shape[-1]
+    temps = [0.25, 0.5, 1, 2, 4, d_k**0.5, 16, 64]
+    curve = lab.head_temperature_curve(head.scores, sorted(set(temps)))
+    st.markdown(f"**This head's own scores** (layer {trace.layer}, head {trace.head}, d_k = {d_k}): the same "
+                f"effect as you divide its raw QKᵀ by a temperature; √d_k = {d_k**0.5:.3g} is the article's choice.")
+    figure(
+        saturation_figure(curve.x, curve.entropy_unscaled, curve.entropy_scaled, curve.grad_norm_unscaled,
+                          curve.grad_norm_scaled, x_title="temperature (scores ÷ t)", max_entropy=curve.max_entropy,
+                          title="This head: entropy and gradient vs temperature", theme=theme),
+        "head_temperature",
+    )
+    st.info("Try it: set **Scaling → none** in the sidebar and watch the softmax rows in the Derivation view sharpen. "
+            "The **Training lab** shows what that does to learning.", icon="🧪")
+
+
+def _cost(trace: ModelTrace, settings: Settings) -> None:
+    st.markdown(
+        "Every query meets every key: the score matrix has **n × n** entries per head, so time and memory grow "
+        "with the square of the sequence length. Doubling n makes each matrix four times bigger."
+    )
+    st.latex(r"\text{time} \sim O(n^2 d_k) \qquad \text{memory} \sim O(n^2) \text{ per head}")
+    top = st.select_slider("Measure up to n =", [256, 512, 1024, 2048], value=512, key="cost_top",
+                           help="Times the from-scratch core (12 heads, d_k = 64) on the current device.")
+    ns = tuple(n for n in (32, 64, 128, 256, 512, 1024, 2048) if n <= top)
+    device = settings.device if settings.device != "auto" else None
+    if st.button("Measure now", key="cost_run", help="Runs the core at each n on this device and plots the result."):
+        st.session_state["cost_table"] = compute.cost_table(ns, device or "cpu")
+    table = st.session_state.get("cost_table")
+    if table is None:
+        table = compute.cost_table(tuple(n for n in ns if n <= 256), device or "cpu")
+    figure(cost_figure(table.n, table.trace_bytes, table.seconds, theme=settings.theme), "cost")
+    st.caption(
+        f"Measured on {table.device}. At n = {int(table.n[-1])}: {table.seconds[-1] * 1e3:.1f} ms, "
+        f"{table.trace_bytes[-1] / 2**20:.1f} MiB held by the intermediates, {table.flops[-1] / 1e9:.2f} GFLOP. "
+        f"Your text has {len(trace.tokens)} tokens."
+    )
+
+
+def _order(trace: ModelTrace, settings: Settings) -> None:
+    theme = settings.theme
+    st.markdown(
+        "Self-attention only compares vectors; it never sees where a token stands. Shuffle the tokens and, "
+        "**without a positional encoding**, every output row simply moves with its token. Any encoding breaks that."
+    )
+    labels = plain_labels(trace.tokens)
+    cols = st.columns([2, 1])
+    encoding = cols[0].selectbox(
+        "Encoding for this demo", ["none", "sinusoidal", "learned", "rotary", "alibi"], key="lab_encoding",
+        help="Where position enters: added to X (sinusoidal, learned), rotating q and k (rotary), or a bias (ALiBi).",
+    )
+    if cols[1].button("Shuffle again", key="lab_shuffle", help="A new random order of the tokens."):
+        st.session_state["lab_perm_seed"] = st.session_state.get("lab_perm_seed", 0) + 1
+    order = lab.shuffled_order(len(labels), st.session_state.get("lab_perm_seed", 0))
+    demo = lab.permutation_demo_for_ids(trace.token_ids, encoding, order, seed=settings.seed)
+    st.caption("Shuffled order: " + " ".join(labels[i] for i in order)[:400])
+    verdict = (
+        f"**Equivariant**: rows only moved (max |difference| {demo.max_difference:.1e})."
+        if demo.equivariant
+        else f"**Order matters**: rows changed, not just moved (max |difference| {demo.max_difference:.3g})."
+    )
+    (st.success if demo.equivariant else st.warning)(verdict)
+    figure(permutation_figure(demo.output, demo.output_shuffled, demo.permutation, trace.tokens, encoding=encoding,
+                              theme=theme), "permutation")
+    table = lab.encoding_table(encoding, max(len(labels), 16))
+    if table is not None and encoding in ("sinusoidal", "learned", "rotary"):
+        c1, c2 = st.columns(2)
+        with c1:
+            figure(positional_heatmap(table, name=encoding, theme=theme), "position_table")
+        with c2:
+            figure(position_similarity_figure(table, name=encoding, theme=theme), "position_similarity")
+    elif encoding == "alibi":
+        st.caption("ALiBi adds −slope·|i − j| to the scores instead of changing X: nearby keys are preferred.")
+
+
+def _sparse(trace: ModelTrace, settings: Settings) -> None:
+    st.markdown(
+        "Long inputs make n² prohibitive. Local and sparse patterns keep only some (query, key) pairs: a sliding "
+        "window keeps about n·w, a strided pattern about n²/s, and together they still connect distant tokens "
+        "in two hops. Pick them in **Masking** in the sidebar to see their effect on this text."
+    )
+    c1, c2 = st.columns(2)
+    window = c1.slider("Window w", 2, 128, 32, key="sparse_window")
+    stride = c2.slider("Stride s", 2, 128, 32, key="sparse_stride")
+    cost = compute.sparse_entries(window, stride)
+    figure(sparse_cost_figure(cost.n, cost.entries, theme=settings.theme), "sparse_cost")
+    patterns = lab.mask_patterns(32, window=max(2, window // 8), stride=max(2, stride // 8))
+    figure(mask_patterns_figure(patterns, theme=settings.theme), "mask_patterns")

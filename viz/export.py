@@ -1,0 +1,275 @@
+"""Write a trace's figures and matrices to files for slides: PNG, SVG, HTML, CSV, plus manifest.json.
+
+Static images go through kaleido and a system Chromium (found on PATH or via BROWSER_PATH); one
+kaleido server is started per process and reused (~0.3 s per image). Without a browser, PNG and
+SVG are skipped with a message saying what to install, and HTML/CSV are still written. HTML works
+offline: every page loads one shared ``plotly.min.js`` written next to it, never a CDN.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime as dt
+import io
+import json
+import os
+import platform
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Iterable, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import plotly
+import plotly.graph_objects as go
+
+from .theme import export_size
+from .views import VIEWS, figures_for_trace, matrices_for_trace
+
+if TYPE_CHECKING:
+    from attention_core.traces import ModelTrace
+
+FORMATS = ("png", "svg", "html", "csv")
+IMAGE_FORMATS = ("png", "svg")
+BROWSER_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
+PLOTLY_JS = "plotly.min.js"
+NO_BROWSER_MESSAGE = (
+    "PNG/SVG skipped: no Chromium/Chrome browser found for kaleido. Install one "
+    "(Debian/Ubuntu: `apt-get install -y chromium`) or set BROWSER_PATH to a Chrome/Chromium executable. "
+    "HTML and CSV were still written."
+)
+
+_server_started = False
+
+
+def parse_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
+    """"png,svg" or ["png", "svg"] -> ("png", "svg"); ValueError for an unknown format."""
+    items = formats.split(",") if isinstance(formats, str) else list(formats)
+    chosen = tuple(dict.fromkeys(item.strip().lower() for item in items if item.strip()))
+    unknown = [item for item in chosen if item not in FORMATS]
+    if unknown or not chosen:
+        raise ValueError(f"unknown format(s) {unknown or formats!r}; choose from {FORMATS}")
+    return chosen
+
+
+def parse_views(view: str | Iterable[str]) -> tuple[str, ...]:
+    """"all", "heads" or "derivation,query" -> a tuple of view names; ValueError for an unknown view."""
+    items = view.split(",") if isinstance(view, str) else list(view)
+    chosen: list[str] = []
+    for item in (i.strip() for i in items if i.strip()):
+        chosen.extend(VIEWS if item == "all" else [item])
+    unknown = [item for item in chosen if item not in VIEWS]
+    if unknown or not chosen:
+        raise ValueError(f"unknown view(s) {unknown or view!r}; choose from {VIEWS} or 'all'")
+    return tuple(dict.fromkeys(chosen))
+
+
+def find_browser() -> str | None:
+    """The Chrome/Chromium kaleido will use: BROWSER_PATH if it is set, else the first on PATH."""
+    override = os.environ.get("BROWSER_PATH")
+    if override:
+        return override if Path(override).exists() else None
+    for name in BROWSER_NAMES:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def start_image_server() -> str | None:
+    """Start kaleido's sync server once per process. Returns None when ready, else a message."""
+    global _server_started
+    if _server_started:
+        return None
+    if find_browser() is None:
+        return NO_BROWSER_MESSAGE
+    try:
+        import kaleido
+    except ImportError:
+        return "PNG/SVG skipped: kaleido is not installed (pip install kaleido==1.5.0)."
+    kaleido.start_sync_server(mathjax=False, silence_warnings=True)
+    _server_started = True
+    return None
+
+
+def figure_image(fig: go.Figure, fmt: str, *, theme: str = "slides", scale: float = 1.0) -> bytes:
+    """PNG or SVG bytes of ``fig`` at its export size (layout size, else the theme's default)."""
+    import kaleido
+
+    message = start_image_server()
+    if message:
+        raise RuntimeError(message)
+    width, height = export_size(fig, theme)
+    return kaleido.calc_fig_sync(fig.to_dict(), opts=dict(format=fmt, width=width, height=height, scale=scale))
+
+
+def write_matrix_csv(path: Path, matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str]) -> None:
+    """A CSV with a header of column labels and one labelled row per matrix row (full precision)."""
+    matrix = np.asarray(matrix)
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["", *col_labels])
+        for label, row in zip(row_labels, matrix, strict=True):
+            writer.writerow([label, *(repr(float(v)) for v in row)])
+
+
+def _jsonable(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {k: _jsonable(v) for k, v in dataclasses.asdict(value).items()}
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, float | int | str | bool) or value is None:
+        return value
+    return str(value)
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def versions() -> dict[str, str | None]:
+    """Versions of what drew the figures, for the manifest."""
+    return {
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "plotly": plotly.__version__,
+        "kaleido": _version("kaleido"),
+        "attention-lens": _version("attention-lens"),
+        "torch": _version("torch"),
+        "transformers": _version("transformers"),
+    }
+
+
+def export_trace(
+    trace: ModelTrace,
+    out_dir: str | Path,
+    formats: str | Iterable[str] = FORMATS,
+    *,
+    view: str | Iterable[str] = "all",
+    theme: str = "slides",
+    head: int | None = None,
+    query: int | None = None,
+    statistic: str | None = None,
+    settings: dict | None = None,
+    scale: float = 1.0,
+) -> dict:
+    """Write every figure of ``view`` (and its matrices as CSV) into ``out_dir``; return the manifest.
+
+    Files are named ``<figure>.<format>`` and ``<matrix>.csv`` (names from ``viz.views``); HTML
+    pages share ``plotly.min.js`` in the same folder. ``manifest.json`` lists the files, the
+    settings, the model facts, the layer/head/query, versions, the date, and any warnings (e.g. no
+    browser for PNG/SVG). Figures are drawn with ``theme`` ("slides" by default).
+    """
+    chosen_formats = parse_formats(formats)
+    chosen_views = parse_views(view)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    warnings: list[str] = []
+    files: list[dict] = []
+    figures: dict[str, go.Figure] = {}
+    matrices: dict = {}
+    for name in chosen_views:
+        figures.update(figures_for_trace(trace, name, head=head, query=query, theme=theme, statistic=statistic))
+        if "csv" in chosen_formats:
+            matrices.update(matrices_for_trace(trace, name, head=head, query=query, statistic=statistic))
+        if name == "compare" and trace.model is None:
+            warnings.append("compare view skipped: the trace has no real model")
+        if name == "rollout" and trace.model_attentions is None:
+            warnings.append("rollout view skipped: the trace has no model attentions")
+
+    images = [fmt for fmt in chosen_formats if fmt in IMAGE_FORMATS]
+    browser = find_browser()
+    if images:
+        message = start_image_server()
+        if message:
+            warnings.append(message)
+            images = []
+
+    def record(path: Path, kind: str, name: str) -> None:
+        files.append({"file": path.name, "kind": kind, "name": name, "bytes": path.stat().st_size})
+
+    for name, fig in figures.items():
+        for fmt in images:
+            path = out / f"{name}.{fmt}"
+            try:
+                path.write_bytes(figure_image(fig, fmt, theme=theme, scale=scale))
+            except Exception as error:  # noqa: BLE001 - one failed image must not lose the rest
+                warnings.append(f"{path.name} failed: {type(error).__name__}: {error}")
+                continue
+            record(path, "figure", name)
+        if "html" in chosen_formats:
+            path = out / f"{name}.html"
+            fig.write_html(
+                path, include_plotlyjs="directory", full_html=True,
+                config={"displaylogo": False, "responsive": True},
+            )
+            record(path, "figure", name)
+    if "html" in chosen_formats and figures:
+        script = out / PLOTLY_JS
+        if not script.exists():
+            script.write_text(plotly.offline.get_plotlyjs(), encoding="utf-8")
+        record(script, "script", "plotly.js")
+    for name, (matrix, rows, cols) in matrices.items():
+        path = out / f"{name}.csv"
+        write_matrix_csv(path, matrix, rows, cols)
+        record(path, "matrix", name)
+
+    facts = getattr(trace, "facts", None)
+    manifest = {
+        "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "views": list(chosen_views),
+        "formats": list(chosen_formats),
+        "theme": theme,
+        "model": _jsonable(facts),
+        "text_tokens": list(trace.tokens),
+        "layer": trace.layer,
+        "head": trace.head if head is None else head,
+        "query": query if query is not None else len(trace.tokens) - 1,
+        "settings": _jsonable(settings or {}),
+        "replay": _jsonable(getattr(trace, "replay", ())),
+        "notices": list(getattr(trace, "notices", ())),
+        "departures": list(getattr(trace, "departures", ())),
+        "figures": list(figures),
+        "matrices": list(matrices),
+        "files": files,
+        "browser": browser,
+        "versions": versions(),
+        "warnings": warnings,
+    }
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False), encoding="utf-8")
+    return manifest
+
+
+def export_zip(
+    trace: ModelTrace,
+    formats: str | Iterable[str] = FORMATS,
+    *,
+    view: str | Iterable[str] = "all",
+    theme: str = "slides",
+    head: int | None = None,
+    query: int | None = None,
+    statistic: str | None = None,
+    settings: dict | None = None,
+) -> bytes:
+    """``export_trace`` into a temporary folder, returned as the bytes of a zip (for a download button)."""
+    with tempfile.TemporaryDirectory(prefix="attention-lens-") as folder:
+        export_trace(trace, folder, formats, view=view, theme=theme, head=head, query=query, statistic=statistic,
+                     settings=settings)
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            for path in sorted(Path(folder).iterdir()):
+                archive.write(path, arcname=path.name)
+        return buffer.getvalue()

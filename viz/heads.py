@@ -1,0 +1,149 @@
+"""All heads at once: a grid of small multiples for one layer, and a layer × head overview."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .checks import as_array, as_mask, check_labels
+from .heatmaps import add_matrix, colour_axis, style_axis, wants_values
+from .stats import SHORT_NAMES, STATISTICS, overview_matrix
+from .theme import SEQUENTIAL_OTHER, apply_theme
+
+GRID_TICKS_MAX = 12  # token ticks on the outer panels of the grid up to this many tokens
+PANEL_HEIGHT = 230  # pixels per grid row
+
+
+def grid_shape(count: int, columns: int | None = None) -> tuple[int, int]:
+    """(rows, columns) for ``count`` panels: few empty slots, wider than tall, at most 8 columns unless told."""
+    if columns is None:
+
+        def cost(cols: int) -> float:
+            rows = math.ceil(count / cols)
+            return 2 * (rows * cols - count) + abs(cols - 1.6 * rows)
+
+        columns = min(range(1, min(count, 8) + 1), key=cost)
+    columns = max(1, min(columns, count))
+    return math.ceil(count / columns), columns
+
+
+def head_grid(
+    weights,
+    query_tokens: Sequence[str],
+    key_tokens: Sequence[str],
+    *,
+    mask=None,
+    layer: int | None = None,
+    columns: int | None = None,
+    selected: int | None = None,
+    title: str | None = None,
+    theme: str = "screen",
+) -> go.Figure:
+    """Every head's weights (H, L, S) as small multiples sharing one 0..1 scale.
+
+    Trace ``h`` (name "head h") holds head h's weights; masked cells are grey as in
+    ``attention_heatmap``. ``selected`` gets a bold panel title. Token ticks appear on the outer
+    panels only, and only for short sequences.
+    """
+    weights = as_array("weights", weights, 3)
+    heads, rows, cols = weights.shape
+    if heads == 0:
+        raise ValueError(f"weights has shape {weights.shape}: no heads")
+    query_tokens = check_labels("query_tokens", query_tokens, rows, "weights", weights.shape)
+    key_tokens = check_labels("key_tokens", key_tokens, cols, "weights", weights.shape)
+    mask = as_mask("mask", mask, (rows, cols))
+    grid_rows, grid_cols = grid_shape(heads, columns)
+    titles = [f"<b>head {h}</b>" if h == selected else f"head {h}" for h in range(heads)]
+    fig = make_subplots(
+        rows=grid_rows, cols=grid_cols, subplot_titles=titles, horizontal_spacing=0.02 + 0.04 / grid_cols,
+        vertical_spacing=min(0.12, 0.35 / grid_rows),
+    )
+    ticks = max(rows, cols) <= GRID_TICKS_MAX
+    for h in range(heads):
+        r, c = divmod(h, grid_cols)
+        add_matrix(
+            fig, weights[h], row=r + 1, col=c + 1, mask=mask, row_tokens=query_tokens, col_tokens=key_tokens,
+            value_name="weight", name=f"head {h}", blocked_text="0", show_values=False,
+        )
+        style_axis(fig, "y", rows, tokens=query_tokens, row=r + 1, col=c + 1, show_ticks=ticks and c == 0,
+                   title="query" if c == 0 and r == grid_rows - 1 else None)
+        last_in_column = h + grid_cols >= heads
+        style_axis(fig, "x", cols, tokens=key_tokens, row=r + 1, col=c + 1, show_ticks=ticks and last_in_column,
+                   title="key" if last_in_column and c == 0 else None)
+    layer_text = "" if layer is None else f"layer {layer}: "
+    fig.update_layout(
+        title_text=title if title is not None else f"{layer_text}all {heads} heads   ({rows} queries × {cols} keys)",
+        coloraxis=colour_axis("sequential", title="weight", zmin=0.0, zmax=1.0),
+        height=140 + PANEL_HEIGHT * grid_rows,
+    )
+    return apply_theme(fig, theme)
+
+
+def head_overview(
+    attentions,
+    statistic: str = "entropy",
+    *,
+    selected: tuple[int, int] | None = None,
+    show_values: bool | None = None,
+    title: str | None = None,
+    theme: str = "screen",
+) -> go.Figure:
+    """Layers (rows, top to bottom) × heads (columns), coloured by a statistic of each head.
+
+    ``attentions`` is (layers, H, L, S); ``statistic`` a key of ``viz.stats.STATISTICS``.
+    ``selected`` = (layer, head) is outlined. The trace "overview" holds the (layers, H) values.
+    """
+    attentions = as_array("attentions", attentions, 4)
+    values = overview_matrix(attentions, statistic)
+    return statistic_overview(values, statistic, selected=selected, show_values=show_values, title=title, theme=theme)
+
+
+def statistic_overview(
+    values,
+    statistic: str,
+    *,
+    selected: tuple[int, int] | None = None,
+    show_values: bool | None = None,
+    title: str | None = None,
+    theme: str = "screen",
+) -> go.Figure:
+    """The layer × head overview from precomputed values (layers, H) of ``statistic``."""
+    if statistic not in STATISTICS:
+        raise ValueError(f"unknown statistic {statistic!r}; choose one of {tuple(STATISTICS)}")
+    values = as_array("values", values, 2)
+    layers, heads = values.shape
+    fig = go.Figure()
+    add_matrix(
+        fig, values, row_name="layer", col_name="head", value_name=STATISTICS[statistic], name="overview",
+        show_values=wants_values(values.shape, show_values) and heads <= 16, value_format=".2f", blocked_text="",
+    )
+    style_axis(fig, "y", layers, title="layer")
+    style_axis(fig, "x", heads, title="head")
+    fig.update_xaxes(tickmode="array", tickvals=list(range(heads)), ticktext=[str(h) for h in range(heads)])
+    if layers <= 40:
+        fig.update_yaxes(tickmode="array", tickvals=list(range(layers)), ticktext=[str(i) for i in range(layers)])
+    if selected is not None:
+        layer, head = selected
+        fig.add_shape(
+            type="rect", x0=head - 0.5, x1=head + 0.5, y0=layer - 0.5, y1=layer + 0.5,
+            line=dict(color="#D55E00", width=3),
+        )
+    axis = colour_axis(SEQUENTIAL_OTHER, title=SHORT_NAMES[statistic])
+    axis["colorbar"].update(title_side="top")
+    if statistic in {"max_weight", "previous_token", "first_token"}:
+        axis.update(cmin=0.0, cmax=1.0)
+    fig.update_layout(
+        title_text=title if title is not None else f"Every head: {STATISTICS[statistic]}",
+        coloraxis=axis,
+        height=min(1000, max(420, 160 + 34 * layers)),
+    )
+    return apply_theme(fig, theme)
+
+
+def overview_values(attentions, statistic: str) -> np.ndarray:
+    """(layers, H) values behind ``head_overview`` (re-exported for CSV)."""
+    return overview_matrix(attentions, statistic)

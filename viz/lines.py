@@ -1,0 +1,117 @@
+"""Attention as lines between tokens (bertviz head_view style) for one head.
+
+Queries in the left column, keys in the right column, one line per (query, key) pair whose
+weight reaches ``threshold``; a line's opacity is its weight (in steps of ``1 / OPACITY_STEPS``,
+since lines of one opacity share one trace).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .checks import as_matrix, check_labels
+from .labels import escape_label, tick_labels, visible_label
+from .theme import LINE_COLOURS, apply_theme
+
+OPACITY_STEPS = 20
+ROW_HEIGHT = 24  # pixels per token row
+LABELS_MAX = 80  # every token labelled up to this many; above, every k-th
+LINE_COLOUR = LINE_COLOURS[0]
+
+
+def line_segments(weights: np.ndarray, threshold: float, query: int | None = None) -> list[tuple[int, int, float]]:
+    """(query, key, weight) for every weight >= ``threshold`` (only row ``query`` when given)."""
+    rows = range(weights.shape[0]) if query is None else [query]
+    return [
+        (i, j, float(weights[i, j]))
+        for i in rows
+        for j in range(weights.shape[1])
+        if np.isfinite(weights[i, j]) and weights[i, j] >= threshold
+    ]
+
+
+def attention_lines(
+    weights,
+    query_tokens: Sequence[str],
+    key_tokens: Sequence[str],
+    *,
+    threshold: float = 0.05,
+    query: int | None = None,
+    title: str | None = None,
+    theme: str = "screen",
+) -> go.Figure:
+    """Lines from each query token (left) to the key tokens (right) it attends to, opacity = weight.
+
+    ``weights`` is (L, S). Lines below ``threshold`` are left out. With ``query`` only that query's
+    lines are drawn and its label is bold. Line traces are named "lines α≈x.xx" and carry, per
+    segment, the text "query → key: weight"; the token columns are traces "queries" and "keys".
+    """
+    weights = as_matrix("weights", weights)
+    rows, cols = weights.shape
+    query_tokens = check_labels("query_tokens", query_tokens, rows, "weights", weights.shape)
+    key_tokens = check_labels("key_tokens", key_tokens, cols, "weights", weights.shape)
+    if query is not None and not 0 <= query < rows:
+        raise ValueError(f"query {query} out of range for weights of shape {weights.shape}")
+    segments = line_segments(weights, threshold, query)
+    fig = go.Figure()
+    bins: dict[int, list[tuple[int, int, float]]] = {}
+    for segment in segments:
+        step = min(OPACITY_STEPS, max(1, int(np.ceil(segment[2] * OPACITY_STEPS))))
+        bins.setdefault(step, []).append(segment)
+    left_names = [visible_label(t, 16) for t in query_tokens]
+    right_names = [visible_label(t, 16) for t in key_tokens]
+    for step in sorted(bins):
+        xs: list[float | None] = []
+        ys: list[float | None] = []
+        texts: list[str | None] = []
+        for i, j, w in bins[step]:
+            text = escape_label(f"{i} {left_names[i]} → {j} {right_names[j]}: {w:.3f}")
+            xs += [0.0, 1.0, None]
+            ys += [i, j, None]
+            texts += [text, text, None]
+        fig.add_trace(
+            go.Scatter(
+                x=xs, y=ys, mode="lines", line=dict(color=LINE_COLOUR, width=3), opacity=step / OPACITY_STEPS,
+                name=f"lines α≈{step / OPACITY_STEPS:.2f}", text=texts, hovertemplate="%{text}<extra></extra>",
+                showlegend=False,
+            )
+        )
+    labels_left = tick_labels(query_tokens, max_chars=16)
+    labels_right = tick_labels(key_tokens, max_chars=16)
+    if query is not None:
+        labels_left = [f"<b>{t}</b>" if i == query else t for i, t in enumerate(labels_left)]
+    step_left = max(1, int(np.ceil(rows / LABELS_MAX)))
+    step_right = max(1, int(np.ceil(cols / LABELS_MAX)))
+    shown_left = list(range(0, rows, step_left))
+    shown_right = list(range(0, cols, step_right))
+    fig.add_trace(
+        go.Scatter(
+            x=[0.0] * len(shown_left), y=shown_left, mode="text", text=[labels_left[i] for i in shown_left],
+            textposition="middle left", name="queries", hoverinfo="skip", showlegend=False,
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[1.0] * len(shown_right), y=shown_right, mode="text", text=[labels_right[j] for j in shown_right],
+            textposition="middle right", name="keys", hoverinfo="skip", showlegend=False,
+        )
+    )
+    longest = max(rows, cols)
+    fig.update_xaxes(range=[-0.55, 1.55], visible=False, fixedrange=True)
+    fig.update_yaxes(range=[longest - 0.5, -0.5], visible=False)
+    fig.add_annotation(x=0.0, y=-0.5, xref="x", yref="y", text="<b>query</b>", showarrow=False, yanchor="bottom",
+                       xanchor="right")
+    fig.add_annotation(x=1.0, y=-0.5, xref="x", yref="y", text="<b>key</b>", showarrow=False, yanchor="bottom",
+                       xanchor="left")
+    which = "" if query is None else f" from query {query}"
+    fig.update_layout(
+        title_text=title if title is not None
+        else f"Attention lines{which}  (weight ≥ {threshold:g}; opacity = weight)",
+        height=max(420, 150 + ROW_HEIGHT * min(longest, LABELS_MAX)),
+        hovermode="closest",
+    )
+    fig.layout.meta = {"segments": len(segments), "threshold": threshold}
+    return apply_theme(fig, theme)

@@ -1,0 +1,237 @@
+"""The article's pitfalls as figures, from plain arrays the core's analysis supplies.
+
+- ``variance_figure(d_k, var_unscaled, var_scaled)``: variance of q·k against d_k, log-log, with
+  the theory lines var = d_k (unscaled) and var = 1 (scaled by 1/√d_k).
+- ``saturation_figure(x, entropy_unscaled, entropy_scaled, grad_unscaled, grad_scaled)``: softmax
+  entropy and gradient norm against d_k (or a temperature), scaled vs unscaled.
+- ``cost_figure(n, bytes_used, seconds)``: memory and time of attention against sequence length,
+  log-log, each with an n² reference curve through the largest measured n.
+- ``permutation_figure(output, shuffled_output, order, tokens)``: output rows before shuffling and
+  after (put back in the original order), and their difference.
+Each array is 1-D of the same length as its x array unless stated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .checks import as_array, as_matrix, as_vector, check_labels, same_shape
+from .heatmaps import add_matrix, colour_axis, style_axis
+from .theme import LINE_COLOURS, apply_theme
+
+UNSCALED_COLOUR, SCALED_COLOUR, THEORY_COLOUR = LINE_COLOURS[1], LINE_COLOURS[0], "#555555"
+
+
+def _series(name: str, values, x: np.ndarray, x_name: str) -> np.ndarray:
+    return as_vector(name, values, x.shape[0], f"{x_name} of shape {x.shape}")
+
+
+def _positive(name: str, values: np.ndarray) -> None:
+    if np.any(values[np.isfinite(values)] <= 0):
+        raise ValueError(f"{name} must be positive for a log axis")
+
+
+def _log_axis(values: np.ndarray) -> dict:
+    """Log-axis ticks: one per decade when the data spans two or more decades, else 1-2-5 steps."""
+    finite = values[np.isfinite(values) & (values > 0)]
+    if finite.size and np.log10(finite.max() / finite.min()) >= 2:
+        return dict(type="log", dtick=1, exponentformat="power")
+    return dict(type="log", dtick="D2", exponentformat="power")
+
+
+def _x_ticks(x: np.ndarray) -> dict:
+    """Ticks at the measured x values themselves (up to 12 of them), e.g. d_k = 4, 8, ..., 512."""
+    if x.size <= 12:
+        return dict(tickmode="array", tickvals=list(x), ticktext=[f"{v:g}" for v in x])
+    return {}
+
+
+def variance_figure(d_k, var_unscaled, var_scaled, *, title: str | None = None, theme: str = "screen") -> go.Figure:
+    """Measured Var(q·k) for each d_k, unscaled and scaled, against the theory var = d_k and var = 1.
+
+    All three arrays are (n,) with d_k > 0. Traces: "unscaled q·k", "scaled q·k/√d_k",
+    "theory: d_k", "theory: 1". Both axes logarithmic.
+    """
+    d_k = as_vector("d_k", d_k)
+    _positive("d_k", d_k)
+    var_unscaled = _series("var_unscaled", var_unscaled, d_k, "d_k")
+    var_scaled = _series("var_scaled", var_scaled, d_k, "d_k")
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=d_k, y=d_k, mode="lines", name="theory: d<sub>k</sub>",
+                             line=dict(color=UNSCALED_COLOUR, dash="dash", width=2)))
+    fig.add_trace(go.Scatter(x=d_k, y=np.ones_like(d_k), mode="lines", name="theory: 1",
+                             line=dict(color=SCALED_COLOUR, dash="dash", width=2)))
+    fig.add_trace(go.Scatter(x=d_k, y=var_unscaled, mode="lines+markers", name="unscaled q·k",
+                             line=dict(color=UNSCALED_COLOUR, width=3), marker=dict(size=9)))
+    fig.add_trace(go.Scatter(x=d_k, y=var_scaled, mode="lines+markers", name="scaled q·k / √d<sub>k</sub>",
+                             line=dict(color=SCALED_COLOUR, width=3), marker=dict(size=9, symbol="square")))
+    fig.update_xaxes(type="log", title_text="d<sub>k</sub>  (key dimension)", **_x_ticks(d_k))
+    all_values = np.concatenate([d_k, var_unscaled, var_scaled, [1.0]])
+    fig.update_yaxes(title_text="variance of the score", **_log_axis(all_values))
+    fig.update_layout(
+        title_text=title if title is not None else "Without scaling, score variance grows with d<sub>k</sub>",
+        legend=dict(x=0.02, y=0.98, bgcolor="rgba(255,255,255,0.8)"),
+    )
+    return apply_theme(fig, theme)
+
+
+def saturation_figure(
+    x,
+    entropy_unscaled,
+    entropy_scaled,
+    grad_unscaled,
+    grad_scaled,
+    *,
+    x_title: str = "d<sub>k</sub>",
+    log_x: bool = True,
+    max_entropy: float | None = None,
+    title: str | None = None,
+    theme: str = "screen",
+) -> go.Figure:
+    """Softmax saturation: mean row entropy (left) and gradient norm (right, log) against ``x``.
+
+    ``x`` is d_k (or a temperature; set ``x_title``). ``max_entropy`` (ln S) draws the uniform
+    limit. Traces per panel: "unscaled", "scaled".
+    """
+    x = as_vector("x", x)
+    if log_x:
+        _positive("x", x)
+    entropy_unscaled = _series("entropy_unscaled", entropy_unscaled, x, "x")
+    entropy_scaled = _series("entropy_scaled", entropy_scaled, x, "x")
+    grad_unscaled = _series("grad_unscaled", grad_unscaled, x, "x")
+    grad_scaled = _series("grad_scaled", grad_scaled, x, "x")
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+                        subplot_titles=("softmax entropy (low = saturated)", "gradient norm through softmax"))
+    for col, (unscaled, scaled) in enumerate(((entropy_unscaled, entropy_scaled), (grad_unscaled, grad_scaled)), 1):
+        fig.add_trace(go.Scatter(x=x, y=unscaled, mode="lines+markers", name="unscaled", legendgroup="unscaled",
+                                 showlegend=col == 1, line=dict(color=UNSCALED_COLOUR, width=3), marker=dict(size=8)),
+                      row=1, col=col)
+        fig.add_trace(go.Scatter(x=x, y=scaled, mode="lines+markers", name="scaled by 1/√d<sub>k</sub>",
+                                 legendgroup="scaled", showlegend=col == 1, line=dict(color=SCALED_COLOUR, width=3),
+                                 marker=dict(size=8, symbol="square")),
+                      row=1, col=col)
+    if max_entropy is not None:
+        fig.add_hline(y=max_entropy, line=dict(color=THEORY_COLOUR, dash="dot"), row=1, col=1,
+                      annotation_text="uniform", annotation_position="bottom right")
+    fig.update_xaxes(type="log" if log_x else "linear", title_text=x_title, **_x_ticks(x))
+    fig.update_yaxes(title_text="entropy (nats)", rangemode="tozero", row=1, col=1)
+    gradient_axis = _log_axis(np.concatenate([grad_unscaled, grad_scaled]))
+    fig.update_yaxes(title_text="‖∂softmax/∂scores‖", row=1, col=2, **gradient_axis)
+    fig.update_layout(
+        title_text=title if title is not None else "Large scores saturate the softmax and shrink its gradient",
+        legend=dict(orientation="h", x=0.5, xanchor="center", y=-0.22),
+    )
+    return apply_theme(fig, theme)
+
+
+def _n_squared_reference(n: np.ndarray, measured: np.ndarray) -> np.ndarray:
+    finite = np.isfinite(measured) & (measured > 0)
+    if not finite.any():
+        return np.full_like(n, np.nan)
+    anchor = np.flatnonzero(finite)[np.argmax(n[finite])]
+    return measured[anchor] * (n / n[anchor]) ** 2
+
+
+def cost_figure(n, bytes_used=None, seconds=None, *, title: str | None = None, theme: str = "screen") -> go.Figure:
+    """Memory (bytes) and time (seconds) of attention against sequence length n, log-log.
+
+    ``n`` is (m,); ``bytes_used`` and ``seconds`` are (m,) or None (that panel is left out).
+    Each panel has a dashed "n² reference" through the measurement at the largest n.
+    """
+    n = as_vector("n", n)
+    _positive("n", n)
+    panels = []
+    if bytes_used is not None:
+        panels.append(("memory", _series("bytes_used", bytes_used, n, "n"), "bytes", LINE_COLOURS[0]))
+    if seconds is not None:
+        panels.append(("time", _series("seconds", seconds, n, "n"), "seconds", LINE_COLOURS[1]))
+    if not panels:
+        raise ValueError("cost_figure needs bytes_used or seconds (both are None)")
+    fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=0.14,
+                        subplot_titles=[f"{name} against n" for name, *_ in panels])
+    for col, (name, values, unit, colour) in enumerate(panels, 1):
+        fig.add_trace(go.Scatter(x=n, y=_n_squared_reference(n, values), mode="lines", name="n² reference",
+                                 legendgroup="ref", showlegend=col == 1,
+                                 line=dict(color=THEORY_COLOUR, dash="dash", width=2)), row=1, col=col)
+        fig.add_trace(go.Scatter(x=n, y=values, mode="lines+markers", name=f"measured {name}",
+                                 line=dict(color=colour, width=3), marker=dict(size=8)), row=1, col=col)
+        fig.update_yaxes(title_text=unit, row=1, col=col, **_log_axis(values))
+    fig.update_xaxes(type="log", title_text="sequence length n", **_x_ticks(n))
+    fig.update_layout(
+        title_text=title if title is not None else "Attention cost grows as n²",
+        legend=dict(orientation="h", x=0.5, xanchor="center", y=-0.22),
+    )
+    return apply_theme(fig, theme)
+
+
+def realign(shuffled_output, order) -> np.ndarray:
+    """Rows of ``shuffled_output`` put back in the original order.
+
+    ``order`` (L,) is the permutation used: the shuffled sequence is ``tokens[order]``, so row k
+    of ``shuffled_output`` belongs to original position ``order[k]``.
+    """
+    shuffled_output = as_matrix("shuffled_output", shuffled_output)
+    order = as_array("order", order, 1, dtype=np.int64)
+    if sorted(order.tolist()) != list(range(shuffled_output.shape[0])):
+        raise ValueError(f"order must be a permutation of 0..{shuffled_output.shape[0] - 1}, got shape {order.shape}")
+    realigned = np.empty_like(shuffled_output)
+    realigned[order] = shuffled_output
+    return realigned
+
+
+def permutation_figure(
+    output,
+    shuffled_output,
+    order,
+    tokens: Sequence[str],
+    *,
+    encoding: str = "none",
+    title: str | None = None,
+    theme: str = "screen",
+) -> go.Figure:
+    """Output rows (L, Ev) for the original order, for the shuffled input put back in order, and the difference.
+
+    Without a positional encoding the two are equal (difference ~0): attention alone cannot see
+    order. Traces: "original", "shuffled, realigned", "difference"; the title states max |difference|.
+    """
+    output = as_matrix("output", output)
+    shuffled_output = as_matrix("shuffled_output", shuffled_output)
+    same_shape("output", output, "shuffled_output", shuffled_output)
+    tokens = check_labels("tokens", tokens, output.shape[0], "output", output.shape)
+    realigned = realign(shuffled_output, order)
+    difference = output - realigned
+    worst = float(np.max(np.abs(difference))) if difference.size else 0.0
+    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.1,
+                        subplot_titles=("output, original order", "output of shuffled input, rows put back",
+                                        "difference"))
+    rows, dims = output.shape
+    for col, (name, values, axis) in enumerate(
+        (("original", output, "coloraxis"), ("shuffled, realigned", realigned, "coloraxis"),
+         ("difference", difference, "coloraxis2")), 1,
+    ):
+        add_matrix(fig, values, row=1, col=col, coloraxis=axis, row_tokens=tokens, row_name="token", col_name="dim",
+                   name=name)
+        style_axis(fig, "y", rows, tokens=tokens, title="token" if col == 1 else None, row=1, col=col,
+                   show_ticks=col == 1)
+        style_axis(fig, "x", dims, title="output dim", row=1, col=col)
+    values_axis = colour_axis("diverging", title="output")
+    values_axis["colorbar"].update(x=fig.layout.xaxis2.domain[1] + 0.01, xanchor="left", len=0.8, thickness=12,
+                                   title_side="top")
+    bound = max(worst, 1e-12)
+    diff_axis = colour_axis("diverging", title="difference", zmin=-bound, zmax=bound)
+    diff_axis.pop("cmid")
+    diff_axis["colorbar"].update(x=1.01, xanchor="left", len=0.8, thickness=12, exponentformat="e", title_side="top")
+    equal = worst <= 1e-6 * max(1.0, float(np.max(np.abs(output))) if output.size else 1.0)
+    verdict = "same rows, only reordered" if equal else "rows change: order is seen"
+    fig.update_layout(
+        title_text=title if title is not None
+        else f"Shuffled input, encoding {encoding}: {verdict}  (max |diff| {worst:.1e})",
+        coloraxis=values_axis,
+        coloraxis2=diff_axis,
+    )
+    fig.layout.meta = {"max_abs_difference": worst}
+    return apply_theme(fig, theme)

@@ -1,0 +1,143 @@
+"""One query row, step by step: q·k_j, scaled, softmax weights, and the weighted sum of V.
+
+Four panels share the key axis (keys left to right): bars of the raw scores, bars of the scaled
+scores, bars of the softmax weights, and a heatmap of each key's contribution α_j v_j (rows =
+value dimensions, columns = keys) with the output row Σ_j α_j v_j as an extra column on the right.
+Blocked keys are grey bars in the score panels, "×" markers at 0 in the weight panel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from .checks import as_mask, as_matrix, as_vector, check_labels
+from .heatmaps import add_matrix, colour_axis, style_axis
+from .labels import escape_label, hover_labels, visible_label
+from .theme import LINE_COLOURS, MASK_COLOUR, apply_theme
+
+BAR_TEXT_MAX = 16  # values written on the bars up to this many keys
+OUTPUT_GAP = 0.6  # gap between the last key column and the output column, in cells
+ALLOWED_COLOUR = LINE_COLOURS[0]
+
+
+def query_contributions(weights_row, values) -> np.ndarray:
+    """(S, Ev): α_j v_j for every key j; the column sums (over j) are the output row."""
+    weights_row = as_vector("weights_row", weights_row)
+    values = as_matrix("values", values)
+    if values.shape[0] != weights_row.shape[0]:
+        raise ValueError(f"weights_row has shape {weights_row.shape} but values has shape {values.shape}")
+    return np.where(np.isfinite(weights_row), weights_row, 0.0)[:, None] * values
+
+
+def query_step_figure(
+    scores_row,
+    scaled_row,
+    weights_row,
+    values,
+    key_tokens: Sequence[str],
+    *,
+    query_token: str = "",
+    query_index: int | None = None,
+    mask_row=None,
+    show_values: bool | None = None,
+    title: str | None = None,
+    theme: str = "screen",
+) -> go.Figure:
+    """The step-through for one query i: rows of scores (S,), scaled (S,), weights (S,), values V (S, Ev).
+
+    Traces: "q·k" (bars), "scaled" (bars), "weight" (bars), "contributions" (heatmap Ev × S of
+    α_j v_j, i.e. ``query_contributions(...).T``), "output" (heatmap Ev × 1 of Σ_j α_j v_j).
+    """
+    values = as_matrix("values", values)
+    keys = values.shape[0]
+    scores_row = as_vector("scores_row", scores_row, keys, f"values of shape {values.shape}")
+    scaled_row = as_vector("scaled_row", scaled_row, keys, f"values of shape {values.shape}")
+    weights_row = as_vector("weights_row", weights_row, keys, f"values of shape {values.shape}")
+    key_tokens = check_labels("key_tokens", key_tokens, keys, "values", values.shape)
+    mask_row = as_mask("mask_row", mask_row, (keys,))
+    blocked = ~np.isfinite(weights_row) if mask_row is None else (~mask_row | ~np.isfinite(weights_row))
+    contributions = query_contributions(weights_row, values)  # (S, Ev)
+    output = contributions.sum(axis=0)  # (Ev,) Σ_j α_j v_j
+    dims = values.shape[1]
+    show = (keys <= BAR_TEXT_MAX) if show_values is None else bool(show_values)
+
+    fig = make_subplots(
+        rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.06, row_heights=[0.17, 0.17, 0.17, 0.49],
+        subplot_titles=(
+            "1. raw score  q<sub>i</sub>·k<sub>j</sub>",
+            "2. scaled score  (grey = key masked)",
+            "3. softmax weight  α<sub>ij</sub>",
+            "4. contribution  α<sub>ij</sub> v<sub>j</sub>  (rows = value dims)"
+            "  and output  Σ<sub>j</sub> α<sub>ij</sub> v<sub>j</sub>",
+        ),
+    )
+    positions = np.arange(keys)
+    colours = [MASK_COLOUR if b else ALLOWED_COLOUR for b in blocked]
+    names = hover_labels(key_tokens)
+    for row, (name, row_values) in enumerate((("q·k", scores_row), ("scaled", scaled_row)), start=1):
+        shown = np.where(np.isfinite(row_values), row_values, np.nan)
+        fig.add_trace(
+            go.Bar(
+                x=positions, y=shown, marker_color=colours, name=name, customdata=names, showlegend=False,
+                hovertemplate=f"key %{{customdata}}<br>{name} %{{y:.4g}}<extra></extra>",
+                **(dict(text=[f"{v:.2f}" for v in shown], textposition="outside", cliponaxis=False) if show else {}),
+            ),
+            row=row, col=1,
+        )
+        fig.add_hline(y=0, line=dict(color="#444", width=1), row=row, col=1)
+    weights_shown = np.where(blocked, np.nan, weights_row)
+    fig.add_trace(
+        go.Bar(
+            x=positions, y=weights_shown, marker_color=ALLOWED_COLOUR, name="weight", customdata=names,
+            showlegend=False, hovertemplate="key %{customdata}<br>weight %{y:.4f}<extra></extra>",
+            **(dict(text=[f"{v:.2f}" if np.isfinite(v) else "" for v in weights_shown], textposition="outside",
+                    cliponaxis=False) if show else {}),
+        ),
+        row=3, col=1,
+    )
+    if blocked.any():
+        fig.add_trace(
+            go.Scatter(
+                x=positions[blocked], y=np.zeros(int(blocked.sum())), mode="markers", name="masked",
+                marker=dict(symbol="x-thin", size=10, line=dict(width=2, color=MASK_COLOUR)), showlegend=False,
+                hovertemplate="masked key<extra></extra>",
+            ),
+            row=3, col=1,
+        )
+    fig.update_yaxes(range=[0, 1.15], row=3, col=1)
+    add_matrix(
+        fig, contributions.T, row=4, col=1, coloraxis="coloraxis", show_values=False, col_tokens=key_tokens,
+        row_name="dim", col_name="key", value_name="α v", name="contributions",
+    )
+    width = max(1.0, 0.06 * keys)  # the output column stays visible for long sequences
+    left, right = keys - 0.5 + OUTPUT_GAP * width, keys - 0.5 + OUTPUT_GAP * width + width
+    fig.add_trace(
+        go.Heatmap(
+            z=output[:, None], x=[left, right], y=np.arange(dims), coloraxis="coloraxis", name="output",
+            hovertemplate="output dim %{y}<br>%{z:.4g}<extra></extra>",
+        ),
+        row=4, col=1,
+    )
+    fig.add_annotation(
+        x=(left + right) / 2, y=-0.5, xref="x4", yref="y4", yanchor="bottom", text="output", showarrow=False,
+    )
+    style_axis(fig, "x", keys, tokens=key_tokens, title="key", row=4, col=1, extend_to=right)
+    style_axis(fig, "y", dims, title="value dim", row=4, col=1)
+    for row in (1, 2, 3):
+        fig.update_xaxes(showgrid=False, row=row, col=1)
+        fig.update_yaxes(showgrid=True, zeroline=False, row=row, col=1)
+    label = visible_label(query_token, 24)
+    where = "" if query_index is None else f" {query_index}"
+    fig.update_layout(
+        title_text=title if title is not None
+        else f"Query{where} '{escape_label(label)}': scores → weights → weighted sum of V",
+        coloraxis=colour_axis("diverging", title="α v"),
+        height=940,
+        bargap=0.25,
+    )
+    fig.layout.coloraxis.colorbar.update(len=0.45, y=0.0, yanchor="bottom")
+    return apply_theme(fig, theme)

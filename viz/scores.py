@@ -1,0 +1,126 @@
+"""The four score matrices of one head: raw q·k, scaled, masked, and the softmax weights.
+
+Scores (signed) use a diverging scale centred on 0; weights use a sequential 0..1 scale and get a
+"Σ" column showing each row's sum. Masked cells are NaN in the main trace (so -inf never breaks
+the colour scale) and grey in an overlay trace; with values shown they read "−∞" (or the fill).
+Axes: queries top to bottom (title "query"), keys left to right (title "key").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .checks import as_mask, as_matrix, check_labels
+from .heatmaps import add_matrix, colour_axis, style_axis, wants_values
+from .theme import apply_theme
+
+STAGE_TITLES = {
+    "scores": "Raw scores  QK<sup>T</sup>   (q<sub>i</sub>·k<sub>j</sub>)",
+    "scaled": "Scaled scores  QK<sup>T</sup> · scale",
+    "masked": "Masked scores  (blocked = −∞)",
+}
+
+ROW_SUM_LABEL = "Σ row"
+SUM_GAP = 0.35  # gap between the last key column and the row-sum column, in cells
+
+
+def _check(values, query_tokens, key_tokens, mask, name):
+    values = as_matrix(name, values)
+    query_tokens = check_labels("query_tokens", query_tokens, values.shape[0], name, values.shape)
+    key_tokens = check_labels("key_tokens", key_tokens, values.shape[1], name, values.shape)
+    return values, query_tokens, key_tokens, as_mask("mask", mask, values.shape)
+
+
+def _shape_note(values: np.ndarray) -> str:
+    return f"({values.shape[0]} queries × {values.shape[1]} keys)"
+
+
+def score_heatmap(
+    scores,
+    query_tokens: Sequence[str],
+    key_tokens: Sequence[str],
+    *,
+    mask=None,
+    stage: str = "scores",
+    title: str | None = None,
+    show_values: bool | None = None,
+    theme: str = "screen",
+) -> go.Figure:
+    """A signed (L, S) score matrix on a diverging scale centred on 0 (coloraxis cmid = 0).
+
+    ``stage`` ("scores", "scaled", "masked") picks the default title. Cells where ``mask`` is False
+    or the value is not finite (-inf after masking) are blocked: NaN in the main trace, grey in
+    the overlay trace.
+    """
+    if stage not in STAGE_TITLES:
+        raise ValueError(f"unknown stage {stage!r}; choose one of {tuple(STAGE_TITLES)}")
+    scores, query_tokens, key_tokens, mask = _check(scores, query_tokens, key_tokens, mask, stage)
+    fig = go.Figure()
+    add_matrix(
+        fig, scores, mask=mask, show_values=wants_values(scores.shape, show_values), row_tokens=query_tokens,
+        col_tokens=key_tokens, value_name="score", name=stage,
+    )
+    style_axis(fig, "y", scores.shape[0], tokens=query_tokens, title="query")
+    style_axis(fig, "x", scores.shape[1], tokens=key_tokens, title="key")
+    fig.update_layout(
+        title_text=title if title is not None else f"{STAGE_TITLES[stage]}   {_shape_note(scores)}",
+        coloraxis=colour_axis("diverging", title="score"),
+    )
+    return apply_theme(fig, theme)
+
+
+def attention_heatmap(
+    weights,
+    query_tokens: Sequence[str],
+    key_tokens: Sequence[str],
+    *,
+    mask=None,
+    title: str | None = None,
+    show_values: bool | None = None,
+    show_row_sums: bool = True,
+    theme: str = "screen",
+) -> go.Figure:
+    """Softmax weights (L, S) on a sequential 0..1 scale, masked cells grey, row sums in a Σ column.
+
+    The Σ column is a separate heatmap trace named "row sums" just right of the last key
+    (same colour scale: a bright 1.00 in every row is the point). Masked cells are shown grey and
+    read "0" when values are shown; their z in the main trace is NaN.
+    """
+    weights, query_tokens, key_tokens, mask = _check(weights, query_tokens, key_tokens, mask, "weights")
+    rows, cols = weights.shape
+    show = wants_values(weights.shape, show_values)
+    fig = go.Figure()
+    add_matrix(
+        fig, weights, mask=mask, show_values=show, blocked_text="0", row_tokens=query_tokens,
+        col_tokens=key_tokens, value_name="weight", name="weights",
+    )
+    extend_to = None
+    if show_row_sums:
+        sums = np.nansum(np.where(np.isfinite(weights), weights, np.nan), axis=1)
+        left, right = cols - 0.5 + SUM_GAP, cols + 0.5 + SUM_GAP  # one cell wide, a small gap after the keys
+        extend_to = right
+        fig.add_trace(
+            go.Heatmap(
+                z=sums[:, None],
+                x=[left, right],  # bin edges
+                y=np.arange(rows),
+                coloraxis="coloraxis",
+                name="row sums",
+                hovertemplate="row %{y}<br>Σ<sub>j</sub> weight = %{z:.6f}<extra></extra>",
+                **(dict(text=[[f"{s:.2f}"] for s in sums], texttemplate="%{text}") if show else {}),
+            )
+        )
+        fig.add_annotation(
+            x=(left + right) / 2, y=-0.5, xref="x", yref="y", yanchor="bottom", text=ROW_SUM_LABEL,
+            showarrow=False, name="row sums",
+        )
+    style_axis(fig, "y", rows, tokens=query_tokens, title="query")
+    style_axis(fig, "x", cols, tokens=key_tokens, title="key", extend_to=extend_to)
+    fig.update_layout(
+        title_text=title if title is not None else f"Attention weights  softmax(rows)   {_shape_note(weights)}",
+        coloraxis=colour_axis("sequential", title="weight", zmin=0.0, zmax=1.0),
+    )
+    return apply_theme(fig, theme)

@@ -1,0 +1,107 @@
+"""Per-head statistics of attention weights, in numpy.
+
+Every function takes weights of shape (..., L, S) (rows = queries, softmax over keys) and returns
+shape (...): one number per head (or per layer and head). Query i and key j share positions
+(self-attention, i = j on the diagonal). Non-finite weights (a fully masked row returned as NaN)
+count as 0. The core has a torch version of the same definitions; the two must agree.
+
+- ``entropy``         mean over rows of -Σ_j w_ij ln w_ij (nats; 0 ln 0 = 0). Low = focused.
+- ``max_weight``      mean over rows of max_j w_ij. High = one key takes nearly everything.
+- ``distance``        mean over rows of Σ_j w_ij |i - j|: how far back/ahead a head looks.
+- ``previous_token``  mean over rows i >= 1 of w_{i,i-1} (0 when L < 2, as in the core).
+- ``first_token``     mean over rows of w_{i,0}: attention parked on the first token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .checks import as_array
+
+STATISTICS: dict[str, str] = {
+    "entropy": "mean row entropy (nats)",
+    "max_weight": "mean max weight",
+    "distance": "mean attention distance |i−j|",
+    "previous_token": "mean weight on previous token",
+    "first_token": "mean weight on first token",
+}
+
+SHORT_NAMES: dict[str, str] = {
+    "entropy": "entropy",
+    "max_weight": "max weight",
+    "distance": "|i−j|",
+    "previous_token": "prev. token",
+    "first_token": "first token",
+}
+
+
+def _weights(weights) -> np.ndarray:
+    weights = np.asarray(weights, dtype=np.float64)
+    if weights.ndim < 2:
+        raise ValueError(f"weights must be (..., L, S), got shape {weights.shape}")
+    return np.where(np.isfinite(weights), weights, 0.0)
+
+
+def row_entropy(weights) -> np.ndarray:
+    """(..., L): -Σ_j w_ij ln w_ij per row, with 0 ln 0 = 0."""
+    weights = _weights(weights)
+    logs = np.log(np.where(weights > 0, weights, 1.0))
+    return -(weights * logs).sum(axis=-1)
+
+
+def mean_entropy(weights) -> np.ndarray:
+    """(...): row entropy averaged over rows."""
+    return row_entropy(weights).mean(axis=-1)
+
+
+def mean_max_weight(weights) -> np.ndarray:
+    """(...): the largest weight of each row, averaged over rows."""
+    return _weights(weights).max(axis=-1).mean(axis=-1)
+
+
+def mean_distance(weights) -> np.ndarray:
+    """(...): Σ_j w_ij |i - j| per row, averaged over rows."""
+    weights = _weights(weights)
+    rows, cols = weights.shape[-2:]
+    distance = np.abs(np.arange(rows)[:, None] - np.arange(cols)[None, :])  # (L, S) |i - j|
+    return (weights * distance).sum(axis=-1).mean(axis=-1)
+
+
+def previous_token_weight(weights) -> np.ndarray:
+    """(...): w_{i,i-1} averaged over rows i = 1..L-1 (0 when there is no such row)."""
+    weights = _weights(weights)
+    rows, cols = weights.shape[-2:]
+    count = min(rows - 1, cols)
+    if count < 1:
+        return np.zeros(weights.shape[:-2])
+    i = np.arange(1, count + 1)
+    return weights[..., i, i - 1].mean(axis=-1)
+
+
+def first_token_weight(weights) -> np.ndarray:
+    """(...): w_{i,0} averaged over rows."""
+    return _weights(weights)[..., :, 0].mean(axis=-1)
+
+
+STATISTIC_FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "entropy": mean_entropy,
+    "max_weight": mean_max_weight,
+    "distance": mean_distance,
+    "previous_token": previous_token_weight,
+    "first_token": first_token_weight,
+}
+
+
+def head_statistic(weights, statistic: str) -> np.ndarray:
+    """(...): the named statistic (a key of ``STATISTICS``) of weights (..., L, S)."""
+    if statistic not in STATISTIC_FUNCTIONS:
+        raise ValueError(f"unknown statistic {statistic!r}; choose one of {tuple(STATISTICS)}")
+    return STATISTIC_FUNCTIONS[statistic](weights)
+
+
+def overview_matrix(attentions, statistic: str) -> np.ndarray:
+    """(layers, H): the statistic for every head of every layer, from attentions (layers, H, L, S)."""
+    attentions = as_array("attentions", attentions, 4)
+    return head_statistic(attentions, statistic)

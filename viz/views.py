@@ -1,0 +1,236 @@
+"""Figures and matrices for a whole ModelTrace: the one path shared by the app and the export.
+
+Views and the names of what they return (figure names are stable; the export uses them as file
+names):
+
+- ``derivation``  x, w_q, w_k, w_v, q, k, v, scores, scaled, masked, weights, output
+                  (one head of the own core; x and w_* only when the trace has them)
+- ``compare``     compare (own core vs real model for the head); nothing when trace.model is None
+- ``heads``       head_grid, overview_<statistic> for each chosen statistic
+- ``query``       query (step-through for one query row of the head)
+- ``lines``       lines (attention lines for the head)
+- ``rollout``     rollout (needs trace.model_attentions)
+
+viz never imports attention_core at run time (its package imports torch): a trace is read by
+attribute (tokens, core, model, model_attentions, layer, head), so any object of that shape works.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .compare import compare_figure
+from .heads import head_grid, head_overview
+from .heatmaps import token_matrix_heatmap, weight_matrix_heatmap
+from .labels import plain_labels
+from .lines import attention_lines
+from .query import query_contributions, query_step_figure
+from .rollout import attention_rollout, rollout_heatmap
+from .scores import attention_heatmap, score_heatmap
+from .stats import STATISTICS, overview_matrix
+
+if TYPE_CHECKING:  # attention_core imports torch at package level; viz only duck-types its traces
+    from attention_core.traces import HeadTrace, LayerTrace, ModelTrace
+
+VIEWS = ("derivation", "compare", "heads", "query", "lines", "rollout")
+
+Matrix = tuple[np.ndarray, list[str], list[str]]
+
+
+def _check_view(view: str) -> None:
+    if view not in VIEWS:
+        raise ValueError(f"unknown view {view!r}; choose one of {VIEWS}")
+
+
+def _head_index(trace: ModelTrace, head: int | None) -> int:
+    index = trace.head if head is None else head
+    if not 0 <= index < trace.core.num_heads:
+        raise ValueError(f"head {index} out of range 0..{trace.core.num_heads - 1}")
+    return index
+
+
+def _query_index(trace: ModelTrace, query: int | None) -> int:
+    count = len(trace.tokens)
+    index = count - 1 if query is None else query
+    if not 0 <= index < count:
+        raise ValueError(f"query {index} out of range 0..{count - 1}")
+    return index
+
+
+def _statistics(statistic: str | None) -> tuple[str, ...]:
+    if statistic is None:
+        return tuple(STATISTICS)
+    if statistic not in STATISTICS:
+        raise ValueError(f"unknown statistic {statistic!r}; choose one of {tuple(STATISTICS)}")
+    return (statistic,)
+
+
+def _heads_source(trace: ModelTrace) -> tuple[np.ndarray, int, LayerTrace]:
+    """(attentions (layers, H, L, S), index of the trace's layer in it, the layer trace for its mask)."""
+    if trace.model_attentions is not None:
+        return np.asarray(trace.model_attentions), trace.layer, trace.model or trace.core
+    return np.asarray(trace.core.weights)[None], 0, trace.core
+
+
+def _dims(count: int) -> list[str]:
+    return [str(i) for i in range(count)]
+
+
+def _derivation_figures(head: HeadTrace, tokens: list[str], h: int, theme: str, show_values: bool | None) -> dict:
+    figures: dict[str, go.Figure] = {}
+    common = dict(theme=theme, show_values=show_values)
+    if head.x is not None:
+        figures["x"] = token_matrix_heatmap(head.x, tokens, name="X  (input)", **common)
+    for key, letter in (("w_q", "Q"), ("w_k", "K"), ("w_v", "V")):
+        weights = getattr(head, key)
+        if weights is not None:
+            figures[key] = weight_matrix_heatmap(weights, name=f"W<sup>{letter}</sup>  head {h}", **common)
+    figures["q"] = token_matrix_heatmap(head.q, tokens, name="Q = XW<sup>Q</sup>", **common)
+    figures["k"] = token_matrix_heatmap(head.k, tokens, name="K = XW<sup>K</sup>", **common)
+    figures["v"] = token_matrix_heatmap(head.v, tokens, name="V = XW<sup>V</sup>", **common)
+    figures["scores"] = score_heatmap(head.scores, tokens, tokens, stage="scores", **common)
+    figures["scaled"] = score_heatmap(
+        head.scaled, tokens, tokens, stage="scaled", **common,
+        title=f"Scaled scores  QK<sup>T</sup> × {head.scale:.4g}   "
+        f"({head.scaled.shape[0]} queries × {head.scaled.shape[1]} keys)",
+    )
+    figures["masked"] = score_heatmap(head.masked, tokens, tokens, mask=head.mask, stage="masked", **common)
+    figures["weights"] = attention_heatmap(head.weights, tokens, tokens, mask=head.mask, **common)
+    figures["output"] = token_matrix_heatmap(head.output, tokens, name="Output  O = AV", **common)
+    return figures
+
+
+def figures_for_trace(
+    trace: ModelTrace,
+    view: str,
+    *,
+    head: int | None = None,
+    query: int | None = None,
+    theme: str = "screen",
+    show_values: bool | None = None,
+    statistic: str | None = None,
+    threshold: float = 0.05,
+) -> dict[str, go.Figure]:
+    """Every figure of ``view`` for ``trace``, by stable name (see the module docstring).
+
+    ``head`` defaults to trace.head, ``query`` to the last token; ``statistic`` (a key of
+    ``viz.stats.STATISTICS``) limits the heads view to one overview (default: all five);
+    ``threshold`` is the smallest weight drawn in the lines view. ``show_values`` forces cell
+    values on or off (default: on for small matrices).
+    """
+    _check_view(view)
+    tokens = list(trace.tokens)
+    h = _head_index(trace, head)
+    core_head = trace.core.head(h)
+    if view == "derivation":
+        return _derivation_figures(core_head, tokens, h, theme, show_values)
+    if view == "compare":
+        if trace.model is None:
+            return {}
+        model_head = trace.model.head(h)
+        return {
+            "compare": compare_figure(
+                core_head.weights, model_head.weights, tokens, tokens, mask=core_head.mask, head=h,
+                show_values=show_values, theme=theme,
+            )
+        }
+    if view == "heads":
+        attentions, layer, source = _heads_source(trace)
+        figures = {
+            "head_grid": head_grid(attentions[layer], tokens, tokens, mask=source.mask, layer=trace.layer, selected=h,
+                                   theme=theme)
+        }
+        for name in _statistics(statistic):
+            figures[f"overview_{name}"] = head_overview(attentions, name, selected=(layer, h), show_values=show_values,
+                                                        theme=theme)
+        return figures
+    if view == "query":
+        i = _query_index(trace, query)
+        return {
+            "query": query_step_figure(
+                core_head.scores[i], core_head.scaled[i], core_head.weights[i], core_head.v, tokens,
+                query_token=tokens[i], query_index=i, mask_row=core_head.mask[i], show_values=show_values, theme=theme,
+            )
+        }
+    if view == "lines":
+        lines = attention_lines(core_head.weights, tokens, tokens, threshold=threshold, query=query, theme=theme)
+        return {"lines": lines}
+    # rollout
+    if trace.model_attentions is None:
+        return {}
+    attentions = np.asarray(trace.model_attentions)
+    return {
+        "rollout": rollout_heatmap(attention_rollout(attentions), tokens, layers=attentions.shape[0],
+                                   show_values=show_values, theme=theme)
+    }
+
+
+def matrices_for_trace(
+    trace: ModelTrace,
+    view: str,
+    *,
+    head: int | None = None,
+    query: int | None = None,
+    statistic: str | None = None,
+) -> dict[str, Matrix]:
+    """The numbers behind ``view``'s figures as (matrix, row_labels, col_labels), for CSV.
+
+    Labels are plain text (whitespace made visible, not HTML-escaped). Names: derivation as the
+    figures; compare: core_weights, model_weights, difference; heads: head_<h>_weights,
+    overview_<statistic>; query: query_bars (keys × [score, scaled, weight]),
+    query_contributions (keys + "output" × value dims); lines: lines_weights; rollout: rollout.
+    """
+    _check_view(view)
+    tokens = plain_labels(trace.tokens)
+    h = _head_index(trace, head)
+    core_head = trace.core.head(h)
+    if view == "derivation":
+        matrices: dict[str, Matrix] = {}
+        if core_head.x is not None:
+            matrices["x"] = (np.asarray(core_head.x), tokens, _dims(core_head.x.shape[1]))
+        for key in ("w_q", "w_k", "w_v"):
+            weights = getattr(core_head, key)
+            if weights is not None:
+                matrices[key] = (np.asarray(weights), _dims(weights.shape[0]), _dims(weights.shape[1]))
+        for key in ("q", "k", "v", "output"):
+            values = np.asarray(getattr(core_head, key))
+            matrices[key] = (values, tokens, _dims(values.shape[1]))
+        for key in ("scores", "scaled", "masked", "weights"):
+            matrices[key] = (np.asarray(getattr(core_head, key)), tokens, tokens)
+        order = ["x", "w_q", "w_k", "w_v", "q", "k", "v", "scores", "scaled", "masked", "weights", "output"]
+        return {key: matrices[key] for key in order if key in matrices}
+    if view == "compare":
+        if trace.model is None:
+            return {}
+        core = np.asarray(core_head.weights)
+        model = np.asarray(trace.model.head(h).weights)
+        return {
+            "core_weights": (core, tokens, tokens),
+            "model_weights": (model, tokens, tokens),
+            "difference": (core - model, tokens, tokens),
+        }
+    if view == "heads":
+        attentions, layer, _ = _heads_source(trace)
+        matrices = {f"head_{i}_weights": (attentions[layer, i], tokens, tokens) for i in range(attentions.shape[1])}
+        for name in _statistics(statistic):
+            matrices[f"overview_{name}"] = (
+                overview_matrix(attentions, name), _dims(attentions.shape[0]), _dims(attentions.shape[1]),
+            )
+        return matrices
+    if view == "query":
+        i = _query_index(trace, query)
+        bars = np.stack([core_head.scores[i], core_head.scaled[i], core_head.weights[i]], axis=1)  # (S, 3)
+        contributions = query_contributions(core_head.weights[i], core_head.v)  # (S, Ev)
+        with_output = np.vstack([contributions, contributions.sum(axis=0, keepdims=True)])  # (S + 1, Ev)
+        return {
+            "query_bars": (bars, tokens, ["score", "scaled", "weight"]),
+            "query_contributions": (with_output, [*tokens, "output"], _dims(core_head.v.shape[1])),
+        }
+    if view == "lines":
+        return {"lines_weights": (np.asarray(core_head.weights), tokens, tokens)}
+    if trace.model_attentions is None:
+        return {}
+    return {"rollout": (attention_rollout(np.asarray(trace.model_attentions)), tokens, tokens)}
