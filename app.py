@@ -28,6 +28,7 @@ def main() -> None:
         sidebar.seed_state(settings)
         st.session_state["_url_notices"] = notices
         st.session_state["_seeded"] = True
+    sidebar.keep_state()
     for notice in st.session_state.pop("_url_notices", []):
         st.warning(f"Link setting fixed: {notice}", icon="🔗")
 

@@ -454,7 +454,9 @@ class DockerTestEnv:
         self.close()
 
     def close(self) -> None:
+        t0 = time.monotonic()
         self._stack.close()
+        log(f"stopped and cleaned up in {time.monotonic() - t0:.1f}s")
 
     def start(self) -> Daemon:
         ensure_tools()

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import ast
 import math
-import subprocess
-import sys
 from collections import deque
 from dataclasses import replace
 from pathlib import Path
@@ -37,6 +36,7 @@ from attention_core.training import (
     verdict,
 )
 
+ROOT = Path(__file__).parents[1]
 SMALL = TrainingConfig(d_k=32, steps=30, snapshot_every=10)
 
 
@@ -200,9 +200,8 @@ def test_defaults_scaling_trains_and_unscaled_does_not(default_runs):
     assert f"{scaled.final_loss:.3f}" in result.headline and f"{unscaled.final_loss:.3f}" in result.headline
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_scaling_wins_for_other_seeds_too(seed):
-    scaled, unscaled = (summarize(run_to_end(c)) for c in variants(TrainingConfig(seed=seed)))
+def test_scaling_wins_for_another_seed_too():
+    scaled, unscaled = (summarize(run_to_end(c)) for c in variants(TrainingConfig(seed=1)))
     assert scaled.final_loss < 0.5 * unscaled.final_loss
 
 
@@ -320,9 +319,18 @@ def test_timing_leaves_the_global_generator_alone():
     assert torch.equal(state, torch.random.get_rng_state())
 
 
-def test_core_modules_keep_their_walls():
-    code = (
-        "import sys, attention_core.training, attention_core.recurrence; "
-        "assert 'streamlit' not in sys.modules and 'plotly' not in sys.modules, sorted(sys.modules)"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[1])
+@pytest.mark.parametrize(
+    ("path", "forbidden"),
+    [
+        ("attention_core/training.py", {"streamlit", "plotly"}),
+        ("attention_core/recurrence.py", {"streamlit", "plotly"}),
+        ("attention_core/training_bench.py", {"streamlit", "plotly"}),
+        ("viz/training.py", {"streamlit", "torch"}),
+        ("ui/training_lab.py", {"torch", "numpy", "plotly"}),
+    ],
+)
+def test_training_lab_modules_keep_their_walls(path, forbidden):
+    tree = ast.parse((ROOT / path).read_text())
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    assert not imported & forbidden, f"{path} imports {imported & forbidden}"

@@ -8,6 +8,8 @@ import json
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
+from ui import training_lab
+
 
 def _lab_page() -> None:
     from ui.training_lab import render_training_lab
@@ -63,6 +65,7 @@ def test_train_button_trains_both_variants_and_draws_the_verdict():
 def test_one_variant_and_stop_button():
     at = AppTest.from_function(_lab_page, default_timeout=60).run()
     at.slider(key="lab_steps").set_value(50)
+    at.select_slider(key="lab_d_k").set_value(8)
     at.toggle(key="lab_unscaled").set_value(False)
     at.button(key="lab_train").click().run()
     assert not at.exception
@@ -72,8 +75,9 @@ def test_one_variant_and_stop_button():
     assert any("Training one attention layer" in t for t in _chart_titles(at))
 
 
-def test_measure_button_adds_timings():
-    at = AppTest.from_function(_lab_page, default_timeout=120).run()
+def test_measure_button_adds_timings(monkeypatch):
+    monkeypatch.setattr(training_lab, "TIMING_NS", (8, 16))  # the page's own sizes take seconds
+    at = AppTest.from_function(_lab_page, default_timeout=60).run()
     at.button(key="lab_measure").click().run()
     assert not at.exception
     figure = json.loads(at.get("plotly_chart")[-1].proto.spec)

@@ -9,7 +9,7 @@ import streamlit as st
 from attention_core.device import available_devices
 from attention_core.request import LIMITS
 
-from .settings import STATISTICS, THEMES, Settings
+from .settings import THEMES, Settings
 
 EXAMPLES = {
     "The animal didn't cross the street because it was too tired.": "coreference: what does 'it' attend to?",
@@ -52,6 +52,14 @@ def seed_state(settings: Settings) -> None:
     st.session_state.setdefault("model_choice", model if model in BUNDLED else OTHER)
     st.session_state.setdefault("model_custom", "" if model in BUNDLED else model)
     st.session_state["blocked"] = list(st.session_state.get("blocked", ()))
+
+
+def keep_state() -> None:
+    """Streamlit forgets a widget's value on a run where it is not drawn (a hidden control, another
+    view). Re-assigning every setting each run keeps them all, so the URL and the views stay in step."""
+    for name in [f.name for f in fields(Settings)] + ["model_choice", "model_custom", "pitfall", "lab_encoding"]:
+        if name in st.session_state:
+            st.session_state[name] = st.session_state[name]
 
 
 def _pick_example() -> None:
@@ -189,7 +197,6 @@ def controls(facts, num_tokens: int) -> None:
         st.selectbox("Device", available_devices(), key="device", help="Where the own core computes.")
         st.checkbox("Show values in cells", key="show_values", help="Numbers on small heatmaps (up to 24 tokens).")
         st.radio("Figure theme", THEMES, key="theme", horizontal=True, help="'slides': white, large fonts.")
-        st.selectbox("Statistic for the layer × head overview", STATISTICS, key="statistic")
         st.number_input(
             "Max tokens",
             1,

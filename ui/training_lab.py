@@ -188,6 +188,7 @@ def _train(configs: tuple[TrainingConfig, ...], slots: tuple) -> None:
                 done = all(snap.done for snap in runs)
                 _draw(runs, *slots, live=not done)
                 if st.session_state.get(STOP_KEY):
+                    _draw(runs, *slots, live=False)  # stopped between chunks: show what it reached
                     break
     except TrainingBusyError as err:
         st.warning(f"{err}. Your run did not start.")
@@ -266,8 +267,8 @@ def _recurrence_section() -> None:
     measure = st.button(
         f"Measure time on {device}",
         key="lab_measure",
-        help="Times one forward pass of each layer (batch 2, width 64) at n = 16 … 1024: this app's "
-        "attention core, torch's fused attention, torch.nn.RNN and torch.nn.GRU. Takes a few seconds.",
+        help=f"Times one forward pass of each layer (batch 2, width 64) at n = {TIMING_NS[0]} … {TIMING_NS[-1]}: "
+        "this app's attention core, torch's fused attention, torch.nn.RNN and torch.nn.GRU. Takes a few seconds.",
     )
     if measure:
         with st.spinner("Timing attention, RNN and GRU …"):

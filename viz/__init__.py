@@ -17,6 +17,7 @@ Where each figure lives:
 """
 
 from .compare import compare_figure, max_abs_difference
+from .export import export_trace, export_zip
 from .heads import head_grid, head_overview, statistic_overview
 from .heatmaps import matrix_heatmap, token_matrix_heatmap, weight_matrix_heatmap
 from .labels import escape_label, plain_labels, tick_labels, visible_label
@@ -41,6 +42,8 @@ __all__ = [
     "compare_figure",
     "cost_figure",
     "escape_label",
+    "export_trace",
+    "export_zip",
     "figures_for_trace",
     "head_grid",
     "head_overview",

@@ -2,7 +2,8 @@
 
     python -m attention_core.pretrained.bench [--models minilm smollm2] [--sizes 16 128 512] [--repeats 5]
 
-For each model and length n it times (median of ``repeats`` runs, after one warm-up):
+For each model and length n it times (the fastest of ``repeats`` runs, after one warm-up, taking
+turns so that other work on the machine slows each alike):
 - forward: the base model alone with ``output_attentions=True`` (the least any attention view costs),
 - capture: the same pass with every hook recording X, q, k, v, mask and head outputs,
 - capture + replay: plus the core replaying every layer and measuring the differences.
@@ -11,7 +12,6 @@ For each model and length n it times (median of ``repeats`` runs, after one warm
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 
 import torch
@@ -22,14 +22,17 @@ PARAGRAPH = (
 )
 
 
-def _median_s(fn, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
+def _best_s(fns: dict, repeats: int) -> dict[str, float]:
+    """Fastest of ``repeats`` runs of each function, run in turn (a busy machine slows all alike)."""
+    for fn in fns.values():
+        fn()  # warm-up
+    times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
+        for name, fn in fns.items():
+            started = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - started)
+    return {name: min(values) for name, values in times.items()}
 
 
 def bench_model(name: str, sizes: list[int], repeats: int, device: str | None = None) -> list[dict]:
@@ -45,9 +48,12 @@ def bench_model(name: str, sizes: list[int], repeats: int, device: str | None = 
             with torch.no_grad():
                 loaded.runner(input_ids=ids, attention_mask=mask, output_attentions=True)
 
-        forward_s = _median_s(forward, repeats)
-        capture_s = _median_s(lambda tokens=tokens: capture(loaded, tokens), repeats)
-        both_s = _median_s(lambda tokens=tokens: replay(capture(loaded, tokens)), repeats)
+        best = _best_s({
+            "forward": forward,
+            "capture": lambda tokens=tokens: capture(loaded, tokens),
+            "both": lambda tokens=tokens: replay(capture(loaded, tokens)),
+        }, repeats)
+        forward_s, capture_s, both_s = best["forward"], best["capture"], best["both"]
         rows.append({"model": name, "n": tokens.length, "forward_ms": forward_s * 1e3, "capture_ms": capture_s * 1e3,
                      "capture_replay_ms": both_s * 1e3, "ratio": both_s / forward_s})
     return rows

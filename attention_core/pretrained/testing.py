@@ -119,9 +119,12 @@ def build_tiny_model(family: str, folder: str | Path, *, seed: int = 0, spread: 
     torch.manual_seed(seed)
     model = cls._from_config(config, attn_implementation="eager")
     with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if parameter.dim() >= 2 and "embeddings" not in name and "wte" not in name and "embed" not in name:
-                parameter.normal_(0.0, spread)  # peaked attention, not the flat patterns of std 0.02
+        for module in model.modules():
+            if isinstance(module, torch.nn.Embedding):
+                continue  # token and position tables keep their init; norms follow them
+            for parameter in module.parameters(recurse=False):
+                if parameter.dim() >= 2:
+                    parameter.normal_(0.0, spread)  # peaked attention, not the flat patterns of std 0.02
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
