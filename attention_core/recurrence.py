@@ -98,11 +98,14 @@ def _sync(device: torch.device) -> None:
         torch.mps.synchronize()
 
 
-def _best_ms(fn: Callable[[], object], device: torch.device, repeats: int) -> float:
+def _best_ms(fn: Callable[[], object], device: torch.device, repeats: int, budget_s: float = 0.05) -> float:
+    """Fastest of at least ``repeats`` calls; quick calls repeat more (up to 50), to fill ``budget_s``."""
+    start = time.perf_counter()
     fn()  # warm-up: first calls allocate and pick kernels
     _sync(device)
+    warm_s = time.perf_counter() - start
     times = []
-    for _ in range(repeats):
+    for _ in range(max(repeats, min(50, int(budget_s / max(warm_s, 1e-6))))):
         start = time.perf_counter()
         fn()
         _sync(device)
@@ -147,7 +150,7 @@ def time_sequence_models(
     """Time one attention layer (core and fused) and one RNN / GRU layer, (B, n, D) -> (B, n, D).
 
     Forward passes only, under ``torch.no_grad``; each number is the fastest of ``repeats`` calls
-    after one warm-up. Takes a training slot, so it never runs beside two trainings.
+    (more for quick ones) after one warm-up. Takes a training slot, so it never runs beside two trainings.
     """
     if d_model % num_heads:
         raise ValueError(f"d_model {d_model} must be divisible by num_heads {num_heads}")

@@ -71,7 +71,7 @@ class TrainingConfig:
     batch_size: int = 64  # fresh examples per step
     seed: int = 0  # fixes the embeddings, the initial weights and every batch
     snapshot_every: int = 10  # yield a snapshot after this many steps (and after the last)
-    probe_examples: int = 8  # fixed examples whose attention rows every snapshot carries
+    probe_examples: int = 12  # fixed examples whose attention rows every snapshot carries
     num_threads: int = 1  # torch threads for this run, capped by torch.get_num_threads()
 
     def __post_init__(self) -> None:

@@ -45,7 +45,13 @@ def test_facts_and_shapes(tiny):
     family, heads, kv_heads, causal, positional = EXPECTED[kind]
     facts = loaded.facts
     assert (loaded.family, facts.family, facts.num_heads, facts.num_kv_heads) == (family, family, heads, kv_heads)
-    assert (facts.causal, facts.positional, facts.num_layers, facts.d_model, facts.d_head) == (causal, positional, 2, 32, 8)
+    assert (facts.causal, facts.positional, facts.num_layers, facts.d_model, facts.d_head) == (
+        causal,
+        positional,
+        2,
+        32,
+        8,
+    )
     assert facts.max_positions == 64 and facts.num_parameters > 0
     assert loaded.notices == () and loaded.capturable
     n = tokens.length
@@ -111,13 +117,13 @@ def test_hooks_are_removed(tiny):
     assert hooks() == before
 
 
-def test_gpt2_scale_follows_the_config(tiny):
-    kind, _, _, captured = tiny
-    if kind != "gpt2":
-        pytest.skip("GPT-2 only")
-    # scale_attn_by_inverse_layer_idx=True in the tiny GPT-2: layer i divides by (i + 1)
+def test_gpt2_scale_follows_the_config(tmp_path):
+    # the tiny GPT-2 sets scale_attn_by_inverse_layer_idx=True: layer i divides 1/sqrt(E) by (i + 1)
+    loaded = load_model(build_tiny_model("gpt2", tmp_path / "gpt2"))
+    captured = capture(loaded, tokenize(loaded, TEXT))
     assert captured.layer(0).scale == pytest.approx(8**-0.5)
     assert captured.layer(1).scale == pytest.approx(8**-0.5 / 2)
+    assert max(max(d.weights, d.output) for d in replay(captured)) <= TOLERANCE
 
 
 def test_rotary_matches_hugging_face_convention():

@@ -33,7 +33,7 @@ DEFAULTS = TrainingConfig()
 D_K_CHOICES = (8, 16, 32, 64, 128, 256, 512)
 INIT_CHOICES = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
 LR_CHOICES = (1e-4, 3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 0.3, 1.0, 3.0)
-REDRAWS = 15  # about this many progress updates per training, whatever the number of steps
+REDRAWS = 12  # about this many progress updates per training, whatever the number of steps
 TIMING_NS = (16, 32, 64, 128, 256, 512, 1024)
 PATH_NS = (2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 RUNS_KEY, STOP_KEY, TIMING_KEY = "lab_runs", "lab_stop_requested", "lab_timing"
@@ -165,7 +165,7 @@ def _draw(runs: tuple[TrainingSnapshot, ...], progress, verdict_slot, curves_slo
     )
     curves_slot.plotly_chart(curves, width="stretch", theme=None)
     if live:
-        verdict_slot.caption("Training … the verdict appears when the run ends (or when you press Stop).")
+        verdict_slot.caption("Training … the verdict appears when the run ends (or when you press Stop training).")
         return
     result = verdict(config, runs)
     with verdict_slot.container():
@@ -204,7 +204,7 @@ def _training_section() -> None:
         "divided by √d_k, once with raw scores q·k."
     )
     config, want_scaled, want_unscaled = _controls()
-    start_col, stop_col, _ = st.columns([1, 1, 4])
+    start_col, stop_col, _ = st.columns([1, 1, 3])
     train_clicked = start_col.button(
         "Train",
         type="primary",
@@ -213,7 +213,7 @@ def _training_section() -> None:
         help="Train the chosen variants side by side; the curves update as they go.",
     )
     stop_col.button(
-        "Stop",
+        "Stop training",
         key="lab_stop",
         on_click=_request_stop,
         help="Stop the running training; what it has learned so far stays on screen.",

@@ -48,19 +48,32 @@ def bench_model(name: str, sizes: list[int], repeats: int, device: str | None = 
             with torch.no_grad():
                 loaded.runner(input_ids=ids, attention_mask=mask, output_attentions=True)
 
-        best = _best_s({
-            "forward": forward,
-            "capture": lambda tokens=tokens: capture(loaded, tokens),
-            "both": lambda tokens=tokens: replay(capture(loaded, tokens)),
-        }, repeats)
+        best = _best_s(
+            {
+                "forward": forward,
+                "capture": lambda tokens=tokens: capture(loaded, tokens),
+                "both": lambda tokens=tokens: replay(capture(loaded, tokens)),
+            },
+            repeats,
+        )
         forward_s, capture_s, both_s = best["forward"], best["capture"], best["both"]
-        rows.append({"model": name, "n": tokens.length, "forward_ms": forward_s * 1e3, "capture_ms": capture_s * 1e3,
-                     "capture_replay_ms": both_s * 1e3, "ratio": both_s / forward_s})
+        rows.append(
+            {
+                "model": name,
+                "n": tokens.length,
+                "forward_ms": forward_s * 1e3,
+                "capture_ms": capture_s * 1e3,
+                "capture_replay_ms": both_s * 1e3,
+                "ratio": both_s / forward_s,
+            }
+        )
     return rows
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m attention_core.pretrained.bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m attention_core.pretrained.bench", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--models", nargs="+", default=["minilm", "smollm2"])
     parser.add_argument("--sizes", nargs="+", type=int, default=[16, 128, 512])
     parser.add_argument("--repeats", type=int, default=5)
@@ -70,8 +83,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'model':>8} {'n':>5} {'forward ms':>11} {'capture ms':>11} {'capture+replay ms':>18} {'ratio':>6}")
     for name in args.models:
         for r in bench_model(name, args.sizes, args.repeats, args.device):
-            print(f"{r['model']:>8} {r['n']:>5} {r['forward_ms']:>11.1f} {r['capture_ms']:>11.1f} "
-                  f"{r['capture_replay_ms']:>18.1f} {r['ratio']:>6.2f}")
+            print(
+                f"{r['model']:>8} {r['n']:>5} {r['forward_ms']:>11.1f} {r['capture_ms']:>11.1f} "
+                f"{r['capture_replay_ms']:>18.1f} {r['ratio']:>6.2f}"
+            )
     return 0
 
 

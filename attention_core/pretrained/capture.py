@@ -139,7 +139,9 @@ def _additive(mask: torch.Tensor | None, cache: dict) -> torch.Tensor | None:
     if id(mask) not in cache:
         m = mask.detach()
         if m.dtype == torch.bool:
-            m = torch.zeros(m.shape, dtype=torch.float32, device=m.device).masked_fill(~m, torch.finfo(torch.float32).min)
+            m = torch.zeros(m.shape, dtype=torch.float32, device=m.device).masked_fill(
+                ~m, torch.finfo(torch.float32).min
+            )
         m = m.to("cpu", dtype=torch.float32, copy=True)
         cache[id(mask)] = (mask, m[0] if m.dim() == 4 else m)  # (B, 1, L, S) -> (1, L, S)
     return cache[id(mask)][1]
@@ -178,8 +180,18 @@ def _layer(site: AttentionSite, record: dict, attentions: torch.Tensor, projecti
         notes.append(f"Layer {site.layer}: no rotary (cos, sin) reached the attention; q and k are unrotated.")
     attn_output = split_heads(record["merged"].reshape(length, -1), heads)  # (H, L, Ev)
     return LayerCapture(
-        layer=site.layer, hidden_in=record.get("hidden_in"), q=q, k=k, v=v, mask=mask, attentions=attentions,
-        attn_output=attn_output, scale=site.scale, projection=projection, rotary=rotary, qk_norm=site.qk_norm,
+        layer=site.layer,
+        hidden_in=record.get("hidden_in"),
+        q=q,
+        k=k,
+        v=v,
+        mask=mask,
+        attentions=attentions,
+        attn_output=attn_output,
+        scale=site.scale,
+        projection=projection,
+        rotary=rotary,
+        qk_norm=site.qk_norm,
     )
 
 
@@ -232,6 +244,10 @@ def capture(loaded: LoadedModel, tokens: Tokens) -> Capture:
             for i in range(attentions.shape[0])
         )
     return Capture(
-        tokens=tokens, layers=layers, attentions=attentions, facts=loaded.facts, family=loaded.family,
+        tokens=tokens,
+        layers=layers,
+        attentions=attentions,
+        facts=loaded.facts,
+        family=loaded.family,
         notices=tuple(dict.fromkeys((*loaded.notices, *notes))),
     )

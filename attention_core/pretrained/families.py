@@ -105,7 +105,9 @@ def _site(layer: int, name: str, module: nn.Module, family: str, children, out_n
         q, k, v = (getattr(module, c) for c in children)
         entry = q
         head_dim = q.out_features // heads
-    qk_norm = isinstance(getattr(module, "q_norm", None), nn.Module) and isinstance(getattr(module, "k_norm", None), nn.Module)
+    qk_norm = isinstance(getattr(module, "q_norm", None), nn.Module) and isinstance(
+        getattr(module, "k_norm", None), nn.Module
+    )
     if qk_norm:
         q, k = module.q_norm, module.k_norm
     out_proj = getattr(module, out_name) if out_name else None
@@ -114,9 +116,22 @@ def _site(layer: int, name: str, module: nn.Module, family: str, children, out_n
         w_out = getattr(getattr(parent, "output", None), "dense", None)
     takes_rotary = "position_embeddings" in inspect.signature(module.forward).parameters
     return AttentionSite(
-        layer=layer, name=name, attention=module, entry=entry, q=q, k=k, v=v, fused=fused, out_proj=out_proj,
-        w_out=w_out, num_heads=heads, num_kv_heads=kv_heads, head_dim=head_dim,
-        scale=_scale(module, head_dim, layer), qk_norm=qk_norm, takes_rotary=takes_rotary,
+        layer=layer,
+        name=name,
+        attention=module,
+        entry=entry,
+        q=q,
+        k=k,
+        v=v,
+        fused=fused,
+        out_proj=out_proj,
+        w_out=w_out,
+        num_heads=heads,
+        num_kv_heads=kv_heads,
+        head_dim=head_dim,
+        scale=_scale(module, head_dim, layer),
+        qk_norm=qk_norm,
+        takes_rotary=takes_rotary,
     )
 
 
@@ -159,14 +174,24 @@ def projection_weights(site: AttentionSite) -> ProjectionWeights:
         b_q, b_k, b_v = (None, None, None) if bias is None else bias.split((q_width, kv_width, kv_width))
     else:
         owner = site.attention
-        names = ("q_proj", "k_proj", "v_proj") if hasattr(owner, "q_proj") else (
-            ("q_lin", "k_lin", "v_lin") if hasattr(owner, "q_lin") else ("query", "key", "value")
+        names = (
+            ("q_proj", "k_proj", "v_proj")
+            if hasattr(owner, "q_proj")
+            else (("q_lin", "k_lin", "v_lin") if hasattr(owner, "q_lin") else ("query", "key", "value"))
         )
         (w_q, b_q), (w_k, b_k), (w_v, b_v) = (_linear_weight(getattr(owner, n)) for n in names)
     w_o, b_o = _linear_weight(site.w_out) if site.w_out is not None else (None, None)
     return ProjectionWeights(
-        w_q=w_q.contiguous(), w_k=w_k.contiguous(), w_v=w_v.contiguous(), num_heads=site.num_heads,
-        num_kv_heads=site.num_kv_heads, w_o=w_o, b_q=b_q, b_k=b_k, b_v=b_v, b_o=b_o,
+        w_q=w_q.contiguous(),
+        w_k=w_k.contiguous(),
+        w_v=w_v.contiguous(),
+        num_heads=site.num_heads,
+        num_kv_heads=site.num_kv_heads,
+        w_o=w_o,
+        b_q=b_q,
+        b_k=b_k,
+        b_v=b_v,
+        b_o=b_o,
     )
 
 
@@ -203,9 +228,9 @@ def model_facts(name: str, model: nn.Module, family: str, sites: tuple[Attention
         d_model=d_model,
         d_head=sites[0].head_dim if sites else (d_model // heads if heads else 0),
         positional=_positional(config, sites),
-        causal=family in ("gpt2", "llama") or bool(getattr(config, "is_decoder", False)) or any(
-            a.endswith(("ForCausalLM", "LMHeadModel")) for a in getattr(config, "architectures", None) or ()
-        ),
+        causal=family in ("gpt2", "llama")
+        or bool(getattr(config, "is_decoder", False))
+        or any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in getattr(config, "architectures", None) or ()),
         max_positions=_max_positions(config),
         num_parameters=sum(p.numel() for p in model.parameters()),
     )

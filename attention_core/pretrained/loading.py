@@ -92,8 +92,11 @@ def _resolve(name: str, models_dir) -> tuple[str, Path | None]:
     if folder is not None:
         return name, folder
     if not is_hub_id(name):
-        raise ModelLoadError(name, "this is neither a model folder nor a Hugging Face id",
-                             "Use an id like 'openai-community/gpt2', a folder path, or minilm / smollm2")
+        raise ModelLoadError(
+            name,
+            "this is neither a model folder nor a Hugging Face id",
+            "Use an id like 'openai-community/gpt2', a folder path, or minilm / smollm2",
+        )
     return name, None
 
 
@@ -141,8 +144,11 @@ def load_model(
     _step(progress, f"Reading the configuration of {name}", 0.1)
     config = _from_pretrained(AutoConfig, source, name, offline, **hub)
     if getattr(config, "is_encoder_decoder", False):
-        raise ModelLoadError(name, "encoder-decoder models (T5, BART, ...) are not supported",
-                             "Pick an encoder (BERT-like) or a decoder (GPT-2- or Llama-like) model")
+        raise ModelLoadError(
+            name,
+            "encoder-decoder models (T5, BART, ...) are not supported",
+            "Pick an encoder (BERT-like) or a decoder (GPT-2- or Llama-like) model",
+        )
     _step(progress, f"Loading the tokenizer of {name}", 0.2)
     tokenizer = _from_pretrained(AutoTokenizer, source, name, offline, **hub)
     _step(progress, f"Loading the weights of {name}", 0.3)
@@ -154,8 +160,11 @@ def load_model(
         try:
             model.set_attn_implementation("eager")
         except Exception as err:
-            raise ModelLoadError(name, "it cannot run eager attention, so it would return no attention weights",
-                                 "Pick a model whose attention transformers implements in eager mode") from err
+            raise ModelLoadError(
+                name,
+                "it cannot run eager attention, so it would return no attention weights",
+                "Pick a model whose attention transformers implements in eager mode",
+            ) from err
     model = model.to(device=target, dtype=torch.float32).eval()
     family, sites = find_sites(model)
     if not sites:
@@ -164,9 +173,16 @@ def load_model(
             "Llama-like): its attention weights are shown, but its q, k, v cannot be captured or replayed."
         )
     loaded = LoadedModel(
-        name=name, source=source, model=model, tokenizer=tokenizer, family=family,
-        facts=model_facts(name, model, family, sites), sites=sites,
-        projections=tuple(projection_weights(s) for s in sites), device=target, notices=tuple(notices),
+        name=name,
+        source=source,
+        model=model,
+        tokenizer=tokenizer,
+        family=family,
+        facts=model_facts(name, model, family, sites),
+        sites=sites,
+        projections=tuple(projection_weights(s) for s in sites),
+        device=target,
+        notices=tuple(notices),
     )
     _step(progress, f"Checking that {name} returns its attention weights", 0.9)
     loaded = _probe(loaded)
@@ -182,7 +198,9 @@ def _probe(loaded: LoadedModel) -> LoadedModel:
     from .replay import replay
     from .tokens import tokenize_text
 
-    tokens = tokenize_text(loaded.tokenizer, PROBE_TEXT, max_tokens=32, max_positions=loaded.facts.max_positions or None)
+    tokens = tokenize_text(
+        loaded.tokenizer, PROBE_TEXT, max_tokens=32, max_positions=loaded.facts.max_positions or None
+    )
     try:
         captured = capture(loaded, tokens)
     except ModelLoadError:
@@ -191,8 +209,7 @@ def _probe(loaded: LoadedModel) -> LoadedModel:
         if not loaded.sites:
             raise explain(err, loaded.name) from err
         stripped = replace(loaded, sites=(), projections=())
-        note = (f"Capturing q, k, v failed ({type(err).__name__}: {err}); only the model's attention weights are "
-                "shown.")
+        note = f"Capturing q, k, v failed ({type(err).__name__}: {err}); only the model's attention weights are shown."
         return _probe(replace(stripped, notices=(*loaded.notices, note)))
     notices = list(loaded.notices)
     notices += [n for n in captured.notices if n not in notices and n != tokens.notice]

@@ -18,7 +18,10 @@ _last: tuple[float, bool] | None = None
 
 def hub_offline_forced() -> bool:
     """True when the user switched the hub off (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE)."""
-    return any(os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on") for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"))
+    return any(
+        os.environ.get(v, "").strip().lower() in ("1", "true", "yes", "on")
+        for v in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
 
 
 def hub_reachable(timeout_s: float = 2.0) -> bool:

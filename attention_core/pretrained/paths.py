@@ -40,13 +40,17 @@ def resolve_local(name: str, models_dir: str | os.PathLike | None = None) -> Pat
     """
     raw = name.strip()
     if not raw:
-        raise ModelLoadError(name, "no model name was given", "Pick a bundled model (minilm, smollm2), an id or a folder")
+        raise ModelLoadError(
+            name, "no model name was given", "Pick a bundled model (minilm, smollm2), an id or a folder"
+        )
     given = Path(raw).expanduser()
     if models_dir is None:
         if given.is_dir():
             return given.resolve()
         if _is_explicit_path(raw) or given.exists():
-            raise ModelLoadError(raw, "no model folder at this path", "Check the path; it must be a folder with config.json")
+            raise ModelLoadError(
+                raw, "no model folder at this path", "Check the path; it must be a folder with config.json"
+            )
         return None
 
     root = Path(models_dir).expanduser().resolve()
@@ -59,7 +63,9 @@ def resolve_local(name: str, models_dir: str | os.PathLike | None = None) -> Pat
         return None  # not a folder here: a hub id
     resolved = candidate.resolve()  # follows symlinks, so a link leading out is caught below
     if not resolved.is_relative_to(root):
-        raise ModelLoadError(raw, f"the path leads outside the allowed models directory {root}", "Name a folder inside it")
+        raise ModelLoadError(
+            raw, f"the path leads outside the allowed models directory {root}", "Name a folder inside it"
+        )
     if not resolved.is_dir():
         raise ModelLoadError(raw, f"no model folder at {resolved}", f"Put the model in a folder inside {root}")
     return resolved

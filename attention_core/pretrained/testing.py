@@ -45,8 +45,13 @@ def wordpiece_tokenizer(max_length: int = MAX_POSITIONS):
         single="[CLS] $A [SEP]", special_tokens=[("[CLS]", vocab["[CLS]"]), ("[SEP]", vocab["[SEP]"])]
     )
     return PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]", sep_token="[SEP]",
-        mask_token="[MASK]", model_max_length=max_length,
+        tokenizer_object=tokenizer,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+        model_max_length=max_length,
     )
 
 
@@ -59,7 +64,9 @@ def byte_level_tokenizer(*, add_bos: bool, max_length: int = MAX_POSITIONS):
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=320, special_tokens=["<s>", "</s>", "<pad>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        vocab_size=320,
+        special_tokens=["<s>", "</s>", "<pad>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         show_progress=False,
     )
     tokenizer.train_from_iterator(_CORPUS, trainer=trainer)
@@ -68,7 +75,11 @@ def byte_level_tokenizer(*, add_bos: bool, max_length: int = MAX_POSITIONS):
     else:
         tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
     return PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>", unk_token=None,
+        tokenizer_object=tokenizer,
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        unk_token=None,
         model_max_length=max_length,
     )
 
@@ -77,26 +88,51 @@ def _model(family: str, vocab_size: int, pad_id: int, bos_id: int | None, eos_id
     import transformers as tf
 
     small = {"num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 64, "hidden_size": 32}
-    causal = {"bos_token_id": bos_id, "eos_token_id": eos_id, "pad_token_id": pad_id, "vocab_size": vocab_size,
-              "max_position_embeddings": MAX_POSITIONS}
+    causal = {
+        "bos_token_id": bos_id,
+        "eos_token_id": eos_id,
+        "pad_token_id": pad_id,
+        "vocab_size": vocab_size,
+        "max_position_embeddings": MAX_POSITIONS,
+    }
     gqa = {**small, **causal, "num_key_value_heads": 2}
     if family == "bert":
-        return tf.BertModel, tf.BertConfig(vocab_size=vocab_size, max_position_embeddings=MAX_POSITIONS,
-                                            pad_token_id=pad_id, **small)
+        return tf.BertModel, tf.BertConfig(
+            vocab_size=vocab_size, max_position_embeddings=MAX_POSITIONS, pad_token_id=pad_id, **small
+        )
     if family == "roberta":
-        return tf.RobertaModel, tf.RobertaConfig(vocab_size=vocab_size, pad_token_id=pad_id,
-                                                  max_position_embeddings=MAX_POSITIONS + pad_id + 1, **small)
+        return tf.RobertaModel, tf.RobertaConfig(
+            vocab_size=vocab_size, pad_token_id=pad_id, max_position_embeddings=MAX_POSITIONS + pad_id + 1, **small
+        )
     if family == "distilbert":
-        return tf.DistilBertModel, tf.DistilBertConfig(vocab_size=vocab_size, dim=32, n_layers=2, n_heads=4,
-                                                        hidden_dim=64, max_position_embeddings=MAX_POSITIONS,
-                                                        pad_token_id=pad_id)
+        return tf.DistilBertModel, tf.DistilBertConfig(
+            vocab_size=vocab_size,
+            dim=32,
+            n_layers=2,
+            n_heads=4,
+            hidden_dim=64,
+            max_position_embeddings=MAX_POSITIONS,
+            pad_token_id=pad_id,
+        )
     if family == "electra":
-        return tf.ElectraModel, tf.ElectraConfig(vocab_size=vocab_size, embedding_size=16,
-                                                  max_position_embeddings=MAX_POSITIONS, pad_token_id=pad_id, **small)
+        return tf.ElectraModel, tf.ElectraConfig(
+            vocab_size=vocab_size,
+            embedding_size=16,
+            max_position_embeddings=MAX_POSITIONS,
+            pad_token_id=pad_id,
+            **small,
+        )
     if family == "gpt2":
-        return tf.GPT2LMHeadModel, tf.GPT2Config(vocab_size=vocab_size, n_embd=32, n_layer=2, n_head=4,
-                                                  n_positions=MAX_POSITIONS, bos_token_id=bos_id, eos_token_id=eos_id,
-                                                  scale_attn_by_inverse_layer_idx=True)
+        return tf.GPT2LMHeadModel, tf.GPT2Config(
+            vocab_size=vocab_size,
+            n_embd=32,
+            n_layer=2,
+            n_head=4,
+            n_positions=MAX_POSITIONS,
+            bos_token_id=bos_id,
+            eos_token_id=eos_id,
+            scale_attn_by_inverse_layer_idx=True,
+        )
     if family == "llama":
         return tf.LlamaForCausalLM, tf.LlamaConfig(**gqa)
     if family == "qwen2":

@@ -47,7 +47,9 @@ class Tokens:
 @lru_cache(maxsize=1)
 def _byte_decoder() -> dict[str, int]:
     """GPT-2's printable stand-ins for the 256 bytes ("Ġ" = space, "Ċ" = newline), reversed."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    printable = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
     chars = printable[:]
     extra = 0
     for byte in range(256):
@@ -59,7 +61,7 @@ def _byte_decoder() -> dict[str, int]:
 
 
 def _scheme(tokenizer) -> str:
-    """"wordpiece", "bytelevel", "sentencepiece" or "plain", read from the fast tokenizer's parts."""
+    """ "wordpiece", "bytelevel", "sentencepiece" or "plain", read from the fast tokenizer's parts."""
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is None:
         return "plain"
@@ -150,4 +152,6 @@ def tokenize_text(tokenizer, text: str, *, max_tokens: int = 512, max_positions:
 
 def tokenize(loaded, text: str, *, max_tokens: int = 512) -> Tokens:
     """Tokenise ``text`` for a LoadedModel, cut at min(max_tokens, the model's maximum positions)."""
-    return tokenize_text(loaded.tokenizer, text, max_tokens=max_tokens, max_positions=loaded.facts.max_positions or None)
+    return tokenize_text(
+        loaded.tokenizer, text, max_tokens=max_tokens, max_positions=loaded.facts.max_positions or None
+    )

@@ -19,13 +19,16 @@ DEFAULT_TEXT = "The animal didn't cross the street because it was too tired."
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """Add the verify options to ``parser`` (a subcommand parser of ``python -m attention_core``)."""
-    parser.add_argument("--model", default=None, help="bundled name (minilm, smollm2), hub id or local folder; "
-                        "default: minilm")
+    parser.add_argument(
+        "--model", default=None, help="bundled name (minilm, smollm2), hub id or local folder; default: minilm"
+    )
     parser.add_argument("--text", default=DEFAULT_TEXT, help="text to run through the model")
     parser.add_argument("--tolerance", type=float, default=1e-5, help="largest allowed difference (default 1e-5)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--revision", default=None, help="hub branch, tag or commit")
-    parser.add_argument("--device", default=None, help="cpu, cuda, mps or auto (default: $ATTENTION_LENS_DEVICE or auto)")
+    parser.add_argument(
+        "--device", default=None, help="cpu, cuda, mps or auto (default: $ATTENTION_LENS_DEVICE or auto)"
+    )
     parser.add_argument("--max-tokens", type=int, default=512, help="cut the text after this many tokens")
     parser.add_argument("--models-dir", default=None, help="only allow local model folders inside this directory")
     return parser
@@ -65,14 +68,27 @@ def run(args: argparse.Namespace) -> int:
     failed = [r["layer"] for r in rows if not _worst(r) <= args.tolerance]
     ok = bool(rows) and not failed
     if args.json:
-        print(json.dumps({
-            "model": loaded.name, "family": loaded.family, "tokens": list(tokens.labels), "tolerance": args.tolerance,
-            "layers": rows, "ok": ok, "failed_layers": failed, "notices": list(captured.notices),
-        }, indent=1))
+        print(
+            json.dumps(
+                {
+                    "model": loaded.name,
+                    "family": loaded.family,
+                    "tokens": list(tokens.labels),
+                    "tolerance": args.tolerance,
+                    "layers": rows,
+                    "ok": ok,
+                    "failed_layers": failed,
+                    "notices": list(captured.notices),
+                },
+                indent=1,
+            )
+        )
     else:
         facts = loaded.facts
-        print(f"{loaded.name}: {facts.family}, {facts.num_layers} layers, {facts.num_heads} heads "
-              f"({facts.num_kv_heads} key/value), {tokens.length} tokens, device {loaded.device}")
+        print(
+            f"{loaded.name}: {facts.family}, {facts.num_layers} layers, {facts.num_heads} heads "
+            f"({facts.num_kv_heads} key/value), {tokens.length} tokens, device {loaded.device}"
+        )
         print(f"{'layer':>5}  {'weights':>10}  {'output':>10}  {'from X: weights':>15}  {'from X: output':>14}")
         for r in rows:
             fx = "n/a" if r["from_x_weights"] is None else f"{r['from_x_weights']:.3g}"
@@ -82,13 +98,17 @@ def run(args: argparse.Namespace) -> int:
         for notice in captured.notices:
             print(f"note: {notice}")
         verdict = "OK" if ok else ("FAILED" if rows else "NOTHING TO REPLAY")
-        print(f"{verdict}: max difference {max((_worst(r) for r in rows), default=float('nan')):.3g}, "
-              f"tolerance {args.tolerance:g}")
+        print(
+            f"{verdict}: max difference {max((_worst(r) for r in rows), default=float('nan')):.3g}, "
+            f"tolerance {args.tolerance:g}"
+        )
     return 0 if ok else 1
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = add_arguments(argparse.ArgumentParser(prog="python -m attention_core verify", description=__doc__.split("\n")[0]))
+    parser = add_arguments(
+        argparse.ArgumentParser(prog="python -m attention_core verify", description=__doc__.split("\n")[0])
+    )
     return run(parser.parse_args(argv))
 
 

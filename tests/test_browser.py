@@ -1,0 +1,112 @@
+"""A person's view: the app in headless Chromium, typing text, toggling scaling and the causal mask.
+
+Saves screenshots at desktop (1366x900) and phone (390x844) widths to docs/screenshots/.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser import CHROMIUM_ARGS, ROOT, chromium_path, streamlit_app
+
+pytestmark = pytest.mark.browser
+SHOTS = ROOT / "docs" / "screenshots"
+CHART = ".js-plotly-plot svg.main-svg"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    path = chromium_path()
+    if not path:
+        pytest.skip("Debian chromium is not installed (make test installs it: apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def url():
+    with streamlit_app() as base:
+        yield base
+
+
+def chart_signature(page) -> str:
+    """A fingerprint of the weights heatmap's data as the browser holds it."""
+    return page.evaluate(
+        """() => { const g = [...document.querySelectorAll('.js-plotly-plot')]
+                   .find(el => el.data && el.data[0] && el.data[0].name === 'weights');
+                   if (!g) return '';
+                   return JSON.stringify(g.data[0].z); }"""
+    )
+
+
+def wait_change(page, before: str, timeout_ms: int = 60000) -> str:
+    """Poll until the weights heatmap's data differs from ``before`` (the rerun reached the browser)."""
+    waited = 0
+    while waited < timeout_ms:
+        now = chart_signature(page)
+        if now and now != before:
+            return now
+        page.wait_for_timeout(250)
+        waited += 250
+    return chart_signature(page)
+
+
+def wait_idle(page, timeout=60000):
+    page.wait_for_selector(CHART, timeout=timeout)
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]') || "
+        "!document.querySelector('[data-testid=\"stStatusWidget\"]').innerText.includes('Running')",
+        timeout=timeout,
+    )
+    page.wait_for_timeout(700)
+
+
+def no_errors(page) -> None:
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert page.locator('[data-testid="stAlertContentError"]').count() == 0
+
+
+def test_desktop_interaction_and_screenshots(browser, url):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    page.goto(url)
+    wait_idle(page)
+    no_errors(page)
+    page.screenshot(path=str(SHOTS / "desktop.png"))
+    first = chart_signature(page)
+    assert first
+
+    text = page.get_by_role("textbox", name="Text")
+    text.fill("Attention lets every word look at every other word.")
+    text.press("Control+Enter")
+    after_text = wait_change(page, first)
+    assert after_text and after_text != first
+    no_errors(page)
+
+    page.get_by_text("none (raw QKᵀ)").click()
+    after_scaling = wait_change(page, after_text)
+    assert after_scaling != after_text
+    no_errors(page)
+
+    page.get_by_role("combobox", name="Mask").first.click()
+    page.get_by_role("option", name="causal: no future keys").click()
+    assert wait_change(page, after_scaling) != after_scaling
+    wait_idle(page)
+    no_errors(page)
+    page.screenshot(path=str(SHOTS / "desktop-causal.png"), full_page=True)
+    page.close()
+
+
+def test_phone_width_has_no_horizontal_overflow(browser, url):
+    page = browser.new_page(viewport={"width": 390, "height": 844}, device_scale_factor=2, is_mobile=True)
+    page.goto(url)
+    wait_idle(page)
+    no_errors(page)
+    overflow = page.evaluate("() => document.documentElement.scrollWidth - window.innerWidth")
+    page.screenshot(path=str(SHOTS / "phone.png"))
+    assert overflow <= 1, f"page is {overflow}px wider than the phone screen"
+    page.close()
