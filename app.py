@@ -10,8 +10,10 @@ import streamlit as st
 
 from attention_core.device import configure_threads, pick_device
 from attention_core.pretrained import ModelLoadError
-from ui import compute, header, sidebar, views
+from ui import compute, export, header, sidebar, views
 from ui.settings import VIEW_LABELS, VIEWS, from_query_params, to_query_params
+
+EXPORTABLE = {"derivation": "derivation", "compare": "compare", "heads": "heads,lines,rollout", "query": "query"}
 
 st.set_page_config(page_title="Attention Lens", page_icon="🔍", layout="wide")
 
@@ -33,7 +35,9 @@ def main() -> None:
         st.warning(f"Link setting fixed: {notice}", icon="🔗")
 
     st.title("Attention Lens")
-    st.caption("Attention derived step by step: your own from-scratch core beside a real transformer, number for number.")
+    st.caption(
+        "Attention derived step by step: your own from-scratch core beside a real transformer, number for number."
+    )
     with st.sidebar:
         st.header("Controls")
         text, model = sidebar.text_and_model()
@@ -52,7 +56,9 @@ def main() -> None:
         st.info("Type some text in the sidebar (or pick an example) to see its attention.", icon="✍️")
         return
     try:
-        cap = compute.capture(model, text, int(st.session_state.get("max_tokens", 128)), int(st.session_state.get("pad_to", 0)))
+        cap = compute.capture(
+            model, text, int(st.session_state.get("max_tokens", 128)), int(st.session_state.get("pad_to", 0))
+        )
     except ValueError as err:
         st.error(str(err), icon="⚠️")
         return
@@ -68,10 +74,20 @@ def main() -> None:
         st.error(str(err), icon="⚠️")
         return
     header.render(trace, str(device), settings)
-    view = st.segmented_control(
-        "View", VIEWS, key="view", format_func=VIEW_LABELS.get, selection_mode="single", label_visibility="collapsed"
-    ) or "derivation"
+    view = (
+        st.segmented_control(
+            "View",
+            VIEWS,
+            key="view",
+            format_func=VIEW_LABELS.get,
+            selection_mode="single",
+            label_visibility="collapsed",
+        )
+        or "derivation"
+    )
     views.render(view, trace, settings)
+    if view in EXPORTABLE:
+        export.slides_button(trace, settings, EXPORTABLE[view])
 
 
 try:

@@ -50,14 +50,14 @@ def bench_core(sizes=(128, 512, 2048), *, heads=12, head_dim=64, repeats=5, devi
         generator = torch.Generator().manual_seed(n)
         q, k, v = (torch.randn(1, heads, n, head_dim, generator=generator).to(device) for _ in range(3))
 
-        def core():
+        def core(q=q, k=k, v=v):
             return scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-        def math_backend():
+        def math_backend(q=q, k=k, v=v):
             with sdpa_kernel(SDPBackend.MATH):
                 return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
-        def default():
+        def default(q=q, k=k, v=v):
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
         for fn in (core, math_backend, default):  # warm-up

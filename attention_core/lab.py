@@ -110,7 +110,9 @@ def cost_table(ns=(64, 128, 256, 512, 1024), *, heads: int = 12, d_k: int = 64, 
     )
 
 
-def permutation_demo_for_ids(token_ids, encoding: str, permutation, *, d_model: int = 32, seed: int = 0) -> PermutationDemo:
+def permutation_demo_for_ids(
+    token_ids, encoding: str, permutation, *, d_model: int = 32, seed: int = 0
+) -> PermutationDemo:
     """The permutation demo on seeded embeddings of real token ids (same word, same vector)."""
     from .pipeline import scratch_embeddings
 

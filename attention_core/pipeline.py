@@ -222,7 +222,14 @@ def build_trace(request: TraceRequest, loaded_facts: ModelFacts, cap: Capture, n
     mask = mask & masks.padding(cap.tokens.attention_mask.reshape(-1))  # padded keys are never seen
     attn_mask = mask if request.fill == "-inf" else masks.to_additive(mask, -1e9)
     move = {"device": device}
-    weights = replace(weights, **{f: getattr(weights, f).to(**move) for f in ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o") if getattr(weights, f) is not None})
+    weights = replace(
+        weights,
+        **{
+            f: getattr(weights, f).to(**move)
+            for f in ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")
+            if getattr(weights, f) is not None
+        },
+    )
     core_head_dim = weights.d_k
     mh = multi_head_self_attention(
         x.to(**move),

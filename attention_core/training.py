@@ -214,16 +214,30 @@ def training_slot(timeout_s: float = 30.0) -> Iterator[None]:
         _TRAINING_SLOTS.release()
 
 
+_THREADS_LOCK = threading.Lock()
+_THREADS_STATE = {"active": 0, "baseline": 0}  # trainings inside limited_threads; threads before the first
+
+
 @contextmanager
 def limited_threads(num_threads: int) -> Iterator[int]:
-    """Use at most ``num_threads`` torch threads in this thread (never more than already allowed)."""
-    before = torch.get_num_threads()
-    used = max(1, min(num_threads, before))
-    torch.set_num_threads(used)
+    """Use at most ``num_threads`` torch threads (never more than the process had) while inside.
+
+    The count the process had before the first of overlapping trainings is put back when the last
+    one leaves, so overlapping sessions cannot leave the process stuck at a lower count.
+    """
+    with _THREADS_LOCK:
+        if _THREADS_STATE["active"] == 0:
+            _THREADS_STATE["baseline"] = torch.get_num_threads()
+        _THREADS_STATE["active"] += 1
+        used = max(1, min(num_threads, _THREADS_STATE["baseline"]))
+        torch.set_num_threads(used)
     try:
         yield used
     finally:
-        torch.set_num_threads(before)
+        with _THREADS_LOCK:
+            _THREADS_STATE["active"] -= 1
+            if _THREADS_STATE["active"] == 0:
+                torch.set_num_threads(_THREADS_STATE["baseline"])
 
 
 def _optimizer(config: TrainingConfig, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
@@ -465,7 +479,7 @@ def verdict(config: TrainingConfig, runs: tuple[TrainingSnapshot, ...]) -> Verdi
     losses = f"final loss {scaled.final_loss:.3f} scaled vs {unscaled.final_loss:.3f} unscaled"
     if faster or (gap > margin and not slower):
         if s_steps is not None and u_steps is None:
-            how = f"the scaled layer learned the task by step {s_steps}, the unscaled one did not{partial}"
+            how = f"the scaled layer learned the task by step {s_steps}; the unscaled one had not learned it{partial}"
         elif s_steps is not None:
             how = f"the scaled layer learned the task by step {s_steps}, the unscaled one only by step {u_steps}"
         else:

@@ -39,10 +39,22 @@ def streamlit_app(script: str = "app.py", env: dict | None = None, timeout: floa
     """Run ``streamlit run script`` on 127.0.0.1; yields the base URL; stops it afterwards."""
     port = free_port()
     cmd = [
-        sys.executable, "-m", "streamlit", "run", script, "--server.headless=true", "--server.address=127.0.0.1",
-        f"--server.port={port}", "--server.fileWatcherType=none", "--browser.gatherUsageStats=false",
+        sys.executable,
+        "-m",
+        "streamlit",
+        "run",
+        script,
+        "--server.headless=true",
+        "--server.address=127.0.0.1",
+        f"--server.port={port}",
+        "--server.fileWatcherType=none",
+        "--browser.gatherUsageStats=false",
     ]
-    log = open(ROOT / ".pytest_cache" / f"streamlit-{port}.log", "w") if (ROOT / ".pytest_cache").exists() else subprocess.DEVNULL
+    log = (
+        open(ROOT / ".pytest_cache" / f"streamlit-{port}.log", "w")
+        if (ROOT / ".pytest_cache").exists()
+        else subprocess.DEVNULL
+    )
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:

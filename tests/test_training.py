@@ -176,6 +176,13 @@ def test_thread_limit_is_capped_and_restored():
     with limited_threads(1) as used:
         assert used == torch.get_num_threads() == 1
     assert torch.get_num_threads() == before
+    first, second = limited_threads(1), limited_threads(1)  # two sessions' trainings overlap ...
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)  # ... the first leaves while the second still runs
+    assert torch.get_num_threads() == 1
+    second.__exit__(None, None, None)
+    assert torch.get_num_threads() == before, "the last one out puts the process count back"
 
 
 # ---- the article's claim, asserted -----------------------------------------------------------------

@@ -73,4 +73,13 @@ def from_query_params(params) -> tuple[Settings, list[str]]:
     return Settings(**values), notices
 
 
-__all__ = ["CHOICES", "STATISTICS", "Settings", "THEMES", "VIEWS", "VIEW_LABELS", "from_query_params", "to_query_params"]
+__all__ = [
+    "CHOICES",
+    "STATISTICS",
+    "Settings",
+    "THEMES",
+    "VIEWS",
+    "VIEW_LABELS",
+    "from_query_params",
+    "to_query_params",
+]

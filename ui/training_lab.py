@@ -185,10 +185,9 @@ def _train(configs: tuple[TrainingConfig, ...], slots: tuple) -> None:
         with closing(train_side_by_side(configs)) as chunks:
             for runs in chunks:
                 st.session_state[RUNS_KEY] = runs
-                done = all(snap.done for snap in runs)
-                _draw(runs, *slots, live=not done)
-                if st.session_state.get(STOP_KEY):
-                    _draw(runs, *slots, live=False)  # stopped between chunks: show what it reached
+                stop = bool(st.session_state.get(STOP_KEY))
+                _draw(runs, *slots, live=not (stop or all(snap.done for snap in runs)))
+                if stop:  # a Stop press usually interrupts the script itself; this catches it between chunks
                     break
     except TrainingBusyError as err:
         st.warning(f"{err}. Your run did not start.")
@@ -221,25 +220,24 @@ def _training_section() -> None:
     if not (want_scaled or want_unscaled):
         st.info("Switch on at least one variant to train.")
     progress = st.progress(0.0, text="not trained yet")
+    notes = st.container()
     slots = (progress, st.empty(), st.empty(), st.empty())
     if train_clicked and (want_scaled or want_unscaled):
         _train(variants(config, scaled=want_scaled, unscaled=want_unscaled), slots)
         return
     runs = st.session_state.get(RUNS_KEY)
     if not runs:
-        st.caption("Press Train: the defaults take a few seconds on a laptop CPU.")
+        notes.caption("Press Train: the defaults take a few seconds on a laptop CPU.")
         return
-    _draw(runs, *slots, live=False)
     shown = runs[0].config
     if not all(s.done for s in runs):
         step = max(s.step for s in runs)
-        st.caption(f"Stopped at step {step} of {shown.steps}; the verdict describes those steps only.")
+        notes.caption(f"Stopped at step {step} of {shown.steps}; the verdict describes those steps only.")
     trained = {s.variant for s in runs}
-    wanted = {c.variant for c in variants(config, scaled=want_scaled, unscaled=want_unscaled)} if (
-        want_scaled or want_unscaled
-    ) else set()
+    wanted = {variant for variant, on in (("scaled", want_scaled), ("unscaled", want_unscaled)) if on}
     if replace(shown, scaled=True) != replace(config, scaled=True) or trained != wanted:
-        st.caption("These results are from the previous settings; press Train to run with the current ones.")
+        notes.caption("These results are from the previous settings; press Train to run with the current ones.")
+    _draw(runs, *slots, live=False)
 
 
 def _recurrence_section() -> None:

@@ -90,6 +90,11 @@ def attention_heatmap(
     read "0" when values are shown; their z in the main trace is NaN.
     """
     weights, query_tokens, key_tokens, mask = _check(weights, query_tokens, key_tokens, mask, "weights")
+    leaks = 0
+    if mask is not None:  # a blocked key that still got weight is a mask bug: show it, never hide it
+        leaked = ~mask & np.isfinite(weights) & (weights != 0)
+        leaks = int(leaked.sum())
+        mask = mask | leaked
     rows, cols = weights.shape
     show = wants_values(weights.shape, show_values)
     fig = go.Figure()
@@ -120,7 +125,8 @@ def attention_heatmap(
     style_axis(fig, "y", rows, tokens=query_tokens, title="query")
     style_axis(fig, "x", cols, tokens=key_tokens, title="key", extend_to=extend_to)
     fig.update_layout(
-        title_text=title if title is not None else f"Attention weights  softmax(rows)   {_shape_note(weights)}",
+        title_text=(title if title is not None else f"Attention weights  softmax(rows)   {_shape_note(weights)}")
+        + (f"<br><sup>⚠ {leaks} blocked cell(s) still got weight: the mask leaks</sup>" if leaks else ""),
         coloraxis=colour_axis("sequential", title="weight", zmin=0.0, zmax=1.0),
     )
     return apply_theme(fig, theme)

@@ -14,15 +14,23 @@ from .theme import apply_theme
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")  # Okabe-Ito
 
 
-def sparse_cost_figure(n, entries: Mapping[str, np.ndarray], *, title: str | None = None, theme: str = "screen") -> go.Figure:
+def sparse_cost_figure(
+    n, entries: Mapping[str, np.ndarray], *, title: str | None = None, theme: str = "screen"
+) -> go.Figure:
     """Score entries kept by each pattern against n (log-log): full grows as n^2, local as n*w."""
     n = as_vector("n", n)
     fig = go.Figure()
     for index, (name, values) in enumerate(entries.items()):
         values = as_vector(f"entries[{name!r}]", values, len(n), "n")
         fig.add_trace(
-            go.Scatter(x=n, y=values, name=name, mode="lines+markers", line=dict(color=PALETTE[index % len(PALETTE)]),
-                       hovertemplate="n=%{x}<br>%{y:,} entries<extra>" + name + "</extra>")
+            go.Scatter(
+                x=n,
+                y=values,
+                name=name,
+                mode="lines+markers",
+                line=dict(color=PALETTE[index % len(PALETTE)]),
+                hovertemplate="n=%{x}<br>%{y:,} entries<extra>" + name + "</extra>",
+            )
         )
     fig.update_xaxes(type="log", title="sequence length n")
     fig.update_yaxes(type="log", title="score entries computed (query, key pairs)")
@@ -30,7 +38,9 @@ def sparse_cost_figure(n, entries: Mapping[str, np.ndarray], *, title: str | Non
     return apply_theme(fig, theme)
 
 
-def mask_patterns_figure(patterns: Mapping[str, np.ndarray], *, title: str | None = None, theme: str = "screen") -> go.Figure:
+def mask_patterns_figure(
+    patterns: Mapping[str, np.ndarray], *, title: str | None = None, theme: str = "screen"
+) -> go.Figure:
     """Small multiples of boolean (n, n) masks: dark = may attend. Queries top to bottom, keys left to right."""
     names = list(patterns)
     if not names:
@@ -41,11 +51,20 @@ def mask_patterns_figure(patterns: Mapping[str, np.ndarray], *, title: str | Non
         if mask.ndim != 2:
             raise ValueError(f"mask {name!r} must be 2-D, got shape {mask.shape}")
         fig.add_trace(
-            go.Heatmap(z=mask.astype(np.uint8), colorscale=[[0, "#f2f2f2"], [1, "#0072B2"]], showscale=False,
-                       zmin=0, zmax=1, hovertemplate="query %{y}, key %{x}: %{z}<extra></extra>"),
-            row=1, col=col,
+            go.Heatmap(
+                z=mask.astype(np.uint8),
+                colorscale=[[0, "#f2f2f2"], [1, "#0072B2"]],
+                showscale=False,
+                zmin=0,
+                zmax=1,
+                hovertemplate="query %{y}, key %{x}: %{z}<extra></extra>",
+            ),
+            row=1,
+            col=col,
         )
-        fig.update_yaxes(autorange="reversed", showticklabels=False, row=1, col=col, scaleanchor=f"x{col if col > 1 else ''}")
+        fig.update_yaxes(
+            autorange="reversed", showticklabels=False, row=1, col=col, scaleanchor=f"x{col if col > 1 else ''}"
+        )
         fig.update_xaxes(showticklabels=False, row=1, col=col)
     fig.update_layout(title=title or "Mask shapes (blue = may attend)", height=300)
     return apply_theme(fig, theme)

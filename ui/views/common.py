@@ -45,20 +45,35 @@ def _image(fig, fmt: str):
 
 def figure(fig, key: str, data=None, *, caption: str | None = None) -> None:
     """Show ``fig``; offer SVG / PNG (slides) / CSV of ``data`` = (matrix, row_labels, col_labels)."""
-    st.plotly_chart(fig, width="stretch", config=PLOT_CONFIG, key=f"fig_{key}")
+    st.plotly_chart(fig, width="stretch", theme=None, config=PLOT_CONFIG, key=f"fig_{key}")
     if caption:
         st.caption(caption)
     cols = st.columns([1, 1, 1, 3])
     cols[0].download_button(
-        "SVG", _image(fig, "svg"), file_name=f"{key}.svg", mime="image/svg+xml", key=f"svg_{key}",
-        on_click="ignore", help="Vector image for slides (rendered on the server by kaleido).",
+        "SVG",
+        _image(fig, "svg"),
+        file_name=f"{key}.svg",
+        mime="image/svg+xml",
+        key=f"svg_{key}",
+        on_click="ignore",
+        help="Vector image for slides (rendered on the server by kaleido).",
     )
     cols[1].download_button(
-        "PNG", _image(fig, "png"), file_name=f"{key}.png", mime="image/png", key=f"png_{key}",
-        on_click="ignore", help="Slide-sized PNG with the white 'slides' theme.",
+        "PNG",
+        _image(fig, "png"),
+        file_name=f"{key}.png",
+        mime="image/png",
+        key=f"png_{key}",
+        on_click="ignore",
+        help="Slide-sized PNG with the white 'slides' theme.",
     )
     if data is not None:
         cols[2].download_button(
-            "CSV", lambda: csv_bytes(*data), file_name=f"{key}.csv", mime="text/csv", key=f"csv_{key}",
-            on_click="ignore", help="The numbers behind this figure.",
+            "CSV",
+            lambda: csv_bytes(*data),
+            file_name=f"{key}.csv",
+            mime="text/csv",
+            key=f"csv_{key}",
+            on_click="ignore",
+            help="The numbers behind this figure.",
         )

@@ -15,7 +15,9 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     h = trace.head
     st.subheader(f"Own core vs {trace.facts.name.split('/')[-1]}: layer {trace.layer}, head {h}")
     if trace.model is None:
-        st.warning("This model's q, k, v could not be captured, so only its returned attentions are shown (Heads view).")
+        st.warning(
+            "This model's q, k, v could not be captured, so only its returned attentions are shown (Heads view)."
+        )
         return
     figs = figures_for_trace(trace, "compare", head=h, theme=settings.theme, show_values=settings.show_values or None)
     data = matrices_for_trace(trace, "compare", head=h)
@@ -27,7 +29,9 @@ def render(trace: ModelTrace, settings: Settings) -> None:
             icon="🔀",
         )
     elif diff <= 1e-5:
-        st.success(f"Max |difference| of the weights: **{diff:.2e}**: the from-scratch core reproduces the model.", icon="✅")
+        st.success(
+            f"Max |difference| of the weights: **{diff:.2e}**: the from-scratch core reproduces the model.", icon="✅"
+        )
     else:
         st.error(f"Max |difference| of the weights: **{diff:.2e}**: larger than float32 rounding.", icon="❗")
     figure(figs["compare"], "compare", data.get("difference"))

@@ -14,7 +14,9 @@ from .common import figure
 
 def render(trace: ModelTrace, settings: Settings) -> None:
     h = trace.head
-    figs = figures_for_trace(trace, "derivation", head=h, theme=settings.theme, show_values=settings.show_values or None)
+    figs = figures_for_trace(
+        trace, "derivation", head=h, theme=settings.theme, show_values=settings.show_values or None
+    )
     data = matrices_for_trace(trace, "derivation", head=h)
     head = trace.core.head(h)
     r = step_readouts(head)

@@ -27,11 +27,16 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     data = matrices_for_trace(trace, "heads", statistic=settings.statistic)
     figure(figs["head_grid"], "head_grid")
     name = f"overview_{settings.statistic}"
-    st.markdown(f"**Layer × head overview**: {STATISTIC_HELP.get(settings.statistic, '')}. "
-                "Pick one to look at it everywhere:")
-    event = st.plotly_chart(figs[name], width="stretch", key="overview", on_select="rerun", selection_mode="points")
-    points = (event or {}).get("selection", {}).get("points", []) if isinstance(event, dict) else getattr(
-        getattr(event, "selection", None), "points", []
+    st.markdown(
+        f"**Layer × head overview**: {STATISTIC_HELP.get(settings.statistic, '')}. Pick one to look at it everywhere:"
+    )
+    event = st.plotly_chart(
+        figs[name], width="stretch", theme=None, key="fig_overview", on_select="rerun", selection_mode="points"
+    )
+    points = (
+        (event or {}).get("selection", {}).get("points", [])
+        if isinstance(event, dict)
+        else getattr(getattr(event, "selection", None), "points", [])
     )
     if points:
         point = points[0]
@@ -48,7 +53,9 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     rollout = figures_for_trace(trace, "rollout", theme=theme, show_values=shown)
     if rollout:
         with st.expander("Attention rollout across layers", expanded=False):
-            st.caption("Each layer's head-averaged attention, mixed with the residual path (0.5·A + 0.5·I), "
-                       "multiplied through the layers: which input tokens reach each position at the top.")
+            st.caption(
+                "Each layer's head-averaged attention, mixed with the residual path (0.5·A + 0.5·I), "
+                "multiplied through the layers: which input tokens reach each position at the top."
+            )
             figure(rollout["rollout"], "rollout", matrices_for_trace(trace, "rollout")["rollout"])
     _ = data

@@ -43,24 +43,44 @@ def _scaling(trace: ModelTrace, settings: Settings) -> None:
     )
     s = compute.saturation_curve()
     figure(
-        saturation_figure(s.x, s.entropy_unscaled, s.entropy_scaled, s.grad_norm_unscaled, s.grad_norm_scaled,
-                          max_entropy=s.max_entropy, theme=theme),
+        saturation_figure(
+            s.x,
+            s.entropy_unscaled,
+            s.entropy_scaled,
+            s.grad_norm_unscaled,
+            s.grad_norm_scaled,
+            max_entropy=s.max_entropy,
+            theme=theme,
+        ),
         "saturation",
     )
     head = trace.core.head(trace.head)
     d_k = head.q.shape[-1]
     temps = [0.25, 0.5, 1, 2, 4, d_k**0.5, 16, 64]
     curve = lab.head_temperature_curve(head.scores, sorted(set(temps)))
-    st.markdown(f"**This head's own scores** (layer {trace.layer}, head {trace.head}, d_k = {d_k}): the same "
-                f"effect as you divide its raw QKᵀ by a temperature; √d_k = {d_k**0.5:.3g} is the article's choice.")
+    st.markdown(
+        f"**This head's own scores** (layer {trace.layer}, head {trace.head}, d_k = {d_k}): the same "
+        f"effect as you divide its raw QKᵀ by a temperature; √d_k = {d_k**0.5:.3g} is the article's choice."
+    )
     figure(
-        saturation_figure(curve.x, curve.entropy_unscaled, curve.entropy_scaled, curve.grad_norm_unscaled,
-                          curve.grad_norm_scaled, x_title="temperature (scores ÷ t)", max_entropy=curve.max_entropy,
-                          title="This head: entropy and gradient vs temperature", theme=theme),
+        saturation_figure(
+            curve.x,
+            curve.entropy_unscaled,
+            curve.entropy_scaled,
+            curve.grad_norm_unscaled,
+            curve.grad_norm_scaled,
+            x_title="temperature (scores ÷ t)",
+            max_entropy=curve.max_entropy,
+            title="This head: entropy and gradient vs temperature",
+            theme=theme,
+        ),
         "head_temperature",
     )
-    st.info("Try it: set **Scaling → none** in the sidebar and watch the softmax rows in the Derivation view sharpen. "
-            "The **Training lab** shows what that does to learning.", icon="🧪")
+    st.info(
+        "Try it: set **Scaling → none** in the sidebar and watch the softmax rows in the Derivation view sharpen. "
+        "The **Training lab** shows what that does to learning.",
+        icon="🧪",
+    )
 
 
 def _cost(trace: ModelTrace, settings: Settings) -> None:
@@ -69,8 +89,13 @@ def _cost(trace: ModelTrace, settings: Settings) -> None:
         "with the square of the sequence length. Doubling n makes each matrix four times bigger."
     )
     st.latex(r"\text{time} \sim O(n^2 d_k) \qquad \text{memory} \sim O(n^2) \text{ per head}")
-    top = st.select_slider("Measure up to n =", [256, 512, 1024, 2048], value=512, key="cost_top",
-                           help="Times the from-scratch core (12 heads, d_k = 64) on the current device.")
+    top = st.select_slider(
+        "Measure up to n =",
+        [256, 512, 1024, 2048],
+        value=512,
+        key="cost_top",
+        help="Times the from-scratch core (12 heads, d_k = 64) on the current device.",
+    )
     ns = tuple(n for n in (32, 64, 128, 256, 512, 1024, 2048) if n <= top)
     device = settings.device if settings.device != "auto" else None
     if st.button("Measure now", key="cost_run", help="Runs the core at each n on this device and plots the result."):
@@ -95,7 +120,9 @@ def _order(trace: ModelTrace, settings: Settings) -> None:
     labels = plain_labels(trace.tokens)
     cols = st.columns([2, 1])
     encoding = cols[0].selectbox(
-        "Encoding for this demo", ["none", "sinusoidal", "learned", "rotary", "alibi"], key="lab_encoding",
+        "Encoding for this demo",
+        ["none", "sinusoidal", "learned", "rotary", "alibi"],
+        key="lab_encoding",
         help="Where position enters: added to X (sinusoidal, learned), rotating q and k (rotary), or a bias (ALiBi).",
     )
     if cols[1].button("Shuffle again", key="lab_shuffle", help="A new random order of the tokens."):
@@ -109,8 +136,12 @@ def _order(trace: ModelTrace, settings: Settings) -> None:
         else f"**Order matters**: rows changed, not just moved (max |difference| {demo.max_difference:.3g})."
     )
     (st.success if demo.equivariant else st.warning)(verdict)
-    figure(permutation_figure(demo.output, demo.output_shuffled, demo.permutation, trace.tokens, encoding=encoding,
-                              theme=theme), "permutation")
+    figure(
+        permutation_figure(
+            demo.output, demo.output_shuffled, demo.permutation, trace.tokens, encoding=encoding, theme=theme
+        ),
+        "permutation",
+    )
     table = lab.encoding_table(encoding, max(len(labels), 16))
     if table is not None and encoding in ("sinusoidal", "learned", "rotary"):
         c1, c2 = st.columns(2)

@@ -18,7 +18,10 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     if st.session_state.get("query", 0) >= n:
         st.session_state["query"] = n - 1
     st.selectbox(
-        "Query token", list(range(n)), key="query", format_func=lambda i: f"{i}: {labels[i]}",
+        "Query token",
+        list(range(n)),
+        key="query",
+        format_func=lambda i: f"{i}: {labels[i]}",
         help="Follow this token's row through every step.",
     )
     i = int(st.session_state["query"])
@@ -27,8 +30,9 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         r"e_{ij} = q_i \cdot k_j \;\rightarrow\; \tilde{e}_{ij} = e_{ij}\cdot s \;\rightarrow\; "
         r"\alpha_{ij} = \mathrm{softmax}_j(\tilde{e}_{ij}) \;\rightarrow\; o_i = \sum_j \alpha_{ij} v_j"
     )
-    figs = figures_for_trace(trace, "query", head=trace.head, query=i, theme=settings.theme,
-                             show_values=settings.show_values or None)
+    figs = figures_for_trace(
+        trace, "query", head=trace.head, query=i, theme=settings.theme, show_values=settings.show_values or None
+    )
     data = matrices_for_trace(trace, "query", head=trace.head, query=i)
     figure(figs["query"], "query", data["query_contributions"])
     head = trace.core.head(trace.head)
