@@ -32,7 +32,7 @@ def main() -> None:
         st.session_state["_seeded"] = True
     sidebar.keep_state()
     for notice in st.session_state.pop("_url_notices", []):
-        st.warning(f"Link setting fixed: {notice}", icon="🔗")
+        st.warning(f"Link setting fixed: {notice}", icon=":material/link:")
 
     st.title("Attention Lens")
     st.caption(
@@ -48,19 +48,19 @@ def main() -> None:
             loaded = compute.load_model(model)
         st.session_state["_good_model"] = model
     except ModelLoadError as err:
-        st.error(f"Could not load that model. {err}\n\nStill showing **{good_model}**.", icon="⚠️")
+        st.error(f"Could not load that model. {err}\n\nStill showing **{good_model}**.", icon=":material/warning:")
         model = good_model
         loaded = compute.load_model(model)
 
     if not text.strip():
-        st.info("Type some text in the sidebar (or pick an example) to see its attention.", icon="✍️")
+        st.info("Type some text in the sidebar (or pick an example) to see its attention.", icon=":material/edit:")
         return
     try:
         cap = compute.capture(
             model, text, int(st.session_state.get("max_tokens", 128)), int(st.session_state.get("pad_to", 0))
         )
     except ValueError as err:
-        st.error(str(err), icon="⚠️")
+        st.error(str(err), icon=":material/warning:")
         return
     with st.sidebar:
         sidebar.controls(loaded.facts, len(cap.tokens.labels))
@@ -71,7 +71,7 @@ def main() -> None:
         device = pick_device(settings.device)
         trace = compute.trace_for(settings.request())
     except ValueError as err:
-        st.error(str(err), icon="⚠️")
+        st.error(str(err), icon=":material/warning:")
         return
     header.render(trace, str(device), settings)
     view = (

@@ -7,6 +7,7 @@ them; ``build_trace`` is cheap and reruns on every control change that does not 
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import replace
 
 import numpy as np
@@ -15,9 +16,19 @@ import torch
 from . import masks, positional
 from .device import pick_device
 from .multihead import MultiHeadTrace, ProjectionWeights, init_weights, multi_head_self_attention
-from .pretrained import Capture, LoadedModel, Tokens, capture, load_model, replay, replay_layer, tokenize
+from .pretrained import (
+    Capture,
+    LoadedModel,
+    Tokens,
+    capture,
+    load_model,
+    replay,
+    replay_from_hidden_diff,
+    replay_layer,
+    tokenize,
+)
 from .request import TraceRequest, validate
-from .traces import LayerTrace, ModelFacts, ModelTrace
+from .traces import LayerTrace, ModelFacts, ModelTrace, ReplayDiff
 
 
 def load(request: TraceRequest, *, models_dir=None, progress=None) -> LoadedModel:
@@ -185,6 +196,28 @@ def model_layer_trace(cap: Capture, layer: int) -> LayerTrace | None:
     )
 
 
+_REPLAYS: dict[int, tuple[weakref.ref, tuple, tuple]] = {}
+
+
+def replay_summary(cap: Capture) -> tuple[tuple[ReplayDiff, ...], tuple[ReplayDiff, ...]]:
+    """Per-layer max |core - model|: from captured q, k, v, and from X through W^Q/W^K/W^V.
+
+    Computed once per capture (captures are cached and shared, so a weak reference keys it).
+    """
+    held = _REPLAYS.get(id(cap))
+    if held is not None and held[0]() is cap:
+        return held[1], held[2]
+    captured = tuple(replay(cap)) if any(layer.q is not None for layer in cap.layers) else ()
+    hidden = []
+    for index, layer in enumerate(cap.layers):
+        if layer.projection is not None and layer.hidden_in is not None and not layer.qk_norm:
+            hidden.append(replay_from_hidden_diff(cap, index))
+    for key in [k for k, v in _REPLAYS.items() if v[0]() is None]:
+        del _REPLAYS[key]
+    _REPLAYS[id(cap)] = (weakref.ref(cap), captured, tuple(hidden))
+    return captured, tuple(hidden)
+
+
 def departures(request: TraceRequest, facts: ModelFacts) -> list[str]:
     """Plain-language list of where the own core's settings differ from what the model does."""
     said = []
@@ -244,6 +277,7 @@ def build_trace(request: TraceRequest, loaded_facts: ModelFacts, cap: Capture, n
     if head != request.head:
         notices.append(f"head {request.head} does not exist; showing head {head}")
     model = model_layer_trace(cap, layer)
+    replay_captured, replay_hidden = replay_summary(cap)
     return ModelTrace(
         tokens=tuple(cap.tokens.labels),
         token_ids=tuple(int(i) for i in cap.tokens.ids.reshape(-1).tolist()),
@@ -251,7 +285,11 @@ def build_trace(request: TraceRequest, loaded_facts: ModelFacts, cap: Capture, n
         core=core,
         model=model,
         model_attentions=_np(cap.attentions),
-        replay=tuple(replay(cap)),
+        replay=replay_captured,
+        replay_hidden=replay_hidden,
+        core_vs_model=None if model is None else float(np.abs(core.weights - model.weights).max())
+        if core.weights.shape == model.weights.shape
+        else None,
         facts=facts,
         layer=layer,
         head=head,

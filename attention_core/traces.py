@@ -134,3 +134,5 @@ class ModelTrace:
     head: int
     notices: tuple[str, ...] = field(default=())
     departures: tuple[str, ...] = field(default=())  # where the core's settings differ from the model
+    replay_hidden: tuple[ReplayDiff, ...] = field(default=())  # per layer, core from X and W^Q/W^K/W^V
+    core_vs_model: float | None = None  # max |core - model| weights over the chosen layer's heads

@@ -159,3 +159,45 @@ def test_capture_takes_one_sequence(tiny):
 
     with pytest.raises(ValueError, match=r"\(1, L\)"):
         capture(loaded, replace(tokens, ids=tokens.ids.repeat(2, 1)))
+
+
+@pytest.mark.parametrize("kind", ["bert", "llama"])
+def test_padded_input_replays_with_the_models_mask(kind, tmp_path):
+    from dataclasses import replace
+
+    loaded = load_model(build_tiny_model(kind, tmp_path / kind))
+    tokens = tokenize(loaded, "the cat sat on the mat")
+    n, extra = tokens.length, 3
+    pad = loaded.tokenizer.pad_token_id
+    padded = replace(
+        tokens,
+        ids=torch.cat([tokens.ids, torch.full((1, extra), pad)], dim=1),  # (1, L + 3)
+        attention_mask=torch.cat([tokens.attention_mask, torch.zeros(1, extra, dtype=torch.long)], dim=1),
+        labels=(*tokens.labels, *["[PAD]"] * extra),
+        offsets=(*tokens.offsets, *[(0, 0)] * extra),
+        special=(*tokens.special, *[True] * extra),
+    )
+    captured = capture(loaded, padded)
+    assert captured.attentions.shape[-1] == n + extra
+    assert torch.all(captured.attentions[..., n:] == 0)  # nobody attends to padding
+    assert max(max(d.weights, d.output) for d in replay(captured)) <= TOLERANCE
+    assert max(max(d.weights, d.output) for d in (replay_from_hidden_diff(captured, i) for i in (0, 1))) <= TOLERANCE
+
+
+def test_progress_is_reported(tmp_path):
+    seen = []
+    load_model(build_tiny_model("distilbert", tmp_path / "d"), progress=lambda m, f: seen.append((m, f)))
+    fractions = [f for _, f in seen]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0 and "ready" in seen[-1][0]
+
+
+def test_concurrent_captures_do_not_mix(tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    loaded = load_model(build_tiny_model("llama", tmp_path / "llama"))
+    texts = ["the cat sat on the mat", "they were happy", "attention is all you need to see"] * 3
+    alone = [capture(loaded, tokenize(loaded, t)).attentions for t in texts]
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        together = list(pool.map(lambda t: capture(loaded, tokenize(loaded, t)).attentions, texts))
+    for a, b in zip(alone, together, strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)

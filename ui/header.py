@@ -12,7 +12,7 @@ from .text import plain
 
 def render(trace: ModelTrace, device: str, settings: Settings) -> None:
     facts = trace.facts
-    worst = max((max(r.weights, r.output) for r in trace.replay), default=float("nan"))
+    worst = max((max(r.weights, r.output) for r in (*trace.replay, *trace.replay_hidden)), default=float("nan"))
     cols = st.columns([1.2, 1, 1, 1.4])
     cols[0].metric(
         "Model", facts.name.split("/")[-1][:28], help=f"{facts.family} family, {facts.num_parameters:,} parameters"
@@ -20,10 +20,11 @@ def render(trace: ModelTrace, device: str, settings: Settings) -> None:
     cols[1].metric("Tokens", len(trace.tokens), help="After the tokenizer (and any cap).")
     cols[2].metric("Device", device.upper(), help="Where the own core computes (auto: CUDA, then MPS, then CPU).")
     cols[3].metric(
-        "Core replays model: max |Δ|",
-        f"{worst:.1e}" if trace.replay else "n/a",
-        help="The model's captured q, k, v fed through the from-scratch core, every layer: largest difference "
-        "of attention weights or outputs. Float32 rounding is about 1e-7.",
+        "Own core vs model, all layers",
+        f"max |Δ| {worst:.1e}" if trace.replay else "n/a",
+        help="Every layer replayed through the from-scratch core, from the model's captured q, k, v and from "
+        "the layer's input X and its W^Q/W^K/W^V: the largest difference of attention weights or outputs. "
+        "Float32 rounding is about 1e-7. The 'Core vs model' view shows each layer.",
     )
     with st.expander(
         f"Model facts: {facts.num_layers} layers × {facts.num_heads} heads, d_head {facts.d_head}, "
@@ -38,10 +39,10 @@ def render(trace: ModelTrace, device: str, settings: Settings) -> None:
             f"max {facts.max_positions} positions"
         )
     for notice in trace.notices:
-        st.info(plain(notice), icon="ℹ️")
+        st.info(plain(notice), icon=":material/info:")
     if trace.departures:
         st.warning(
             "**The own core departs from the model here**, so its pattern may differ:\n"
             + "\n".join(f"- {plain(d)}" for d in trace.departures),
-            icon="🔀",
+            icon=":material/call_split:",
         )

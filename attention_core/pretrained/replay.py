@@ -45,7 +45,7 @@ def max_difference(core: torch.Tensor, model: torch.Tensor) -> float:
     """max |core - model| as a float (0.0 for empty tensors)."""
     if core.shape != model.shape:
         raise ValueError(f"cannot compare shapes {tuple(core.shape)} and {tuple(model.shape)}")
-    return float((core - model).abs().max()) if core.numel() else 0.0
+    return float((core - model).abs_().max()) if core.numel() else 0.0  # abs_ on the fresh difference: one buffer
 
 
 def replay(capture: Capture) -> tuple[ReplayDiff, ...]:

@@ -28,7 +28,7 @@ class Tokens:
 
     text: str
     ids: torch.Tensor  # (1, L) int64 token ids
-    attention_mask: torch.Tensor  # (1, L) int64, all ones (one unpadded sequence)
+    attention_mask: torch.Tensor  # (1, L) int64, 1 = real token (tokenize gives all ones; 0 marks added padding)
     labels: tuple[str, ...]  # (L,) readable text of each token
     offsets: tuple[tuple[int, int], ...]  # (L,) character span of each token in ``text``
     special: tuple[bool, ...]  # (L,) True for [CLS], <s>, ...

@@ -26,19 +26,32 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         st.warning(
             f"Max |difference| of the weights: **{diff:.2e}**. The settings depart from the model (listed above), "
             "so the patterns are expected to differ: this shows how.",
-            icon="🔀",
+            icon=":material/call_split:",
         )
     elif diff <= 1e-5:
         st.success(
-            f"Max |difference| of the weights: **{diff:.2e}**: the from-scratch core reproduces the model.", icon="✅"
+            f"Max |difference| of the weights: **{diff:.2e}**: the from-scratch core reproduces the model.", icon=":material/check_circle:"
         )
     else:
-        st.error(f"Max |difference| of the weights: **{diff:.2e}**: larger than float32 rounding.", icon="❗")
+        st.error(f"Max |difference| of the weights: **{diff:.2e}**: larger than float32 rounding.", icon=":material/error:")
     figure(figs["compare"], "compare", data.get("difference"))
 
-    st.markdown("**Every layer**: the model's captured q, k, v replayed through the core (`sdpa.py`).")
-    rows = [
-        {"layer": r.layer, "max |Δ| weights": f"{r.weights:.2e}", "max |Δ| output": f"{r.output:.2e}"}
-        for r in trace.replay
-    ]
+    st.markdown(
+        "**Every layer, two checks**: (a) the model's own captured q, k, v fed through the core's `sdpa.py`; "
+        "(b) the layer's input X through its W^Q, W^K, W^V with the core's `multihead.py`, then `sdpa.py`. "
+        "Float32 rounding is about 1e-7."
+    )
+    hidden = {r.layer: r for r in trace.replay_hidden}
+    rows = []
+    for r in trace.replay:
+        h_row = hidden.get(r.layer)
+        rows.append(
+            {
+                "layer": r.layer,
+                "(a) weights": f"{r.weights:.1e}",
+                "(a) output": f"{r.output:.1e}",
+                "(b) weights": f"{h_row.weights:.1e}" if h_row else "n/a",
+                "(b) output": f"{h_row.output:.1e}" if h_row else "n/a",
+            }
+        )
     st.dataframe(rows, hide_index=True, width="content")

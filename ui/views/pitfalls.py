@@ -79,7 +79,7 @@ def _scaling(trace: ModelTrace, settings: Settings) -> None:
     st.info(
         "Try it: set **Scaling → none** in the sidebar and watch the softmax rows in the Derivation view sharpen. "
         "The **Training lab** shows what that does to learning.",
-        icon="🧪",
+        icon=":material/science:",
     )
 
 
