@@ -13,7 +13,6 @@ setup-browser:
 	./scripts/setup.sh --browser
 
 run: setup
-	.venv/bin/python -m attention_core.pretrained.bundled minilm
 	.venv/bin/python -m streamlit run app.py --server.port=$(PORT)
 
 lint: setup

@@ -13,6 +13,7 @@ import torch
 from attention_core.pretrained import (
     BUNDLED_MODELS,
     DEFAULT_MODEL,
+    ModelLoadError,
     bundled,
     capture,
     load_model,
@@ -128,6 +129,13 @@ def test_corrupted_cache_is_detected_and_rebuilt(cache, capsys, damage):
     assert "cannot be trusted" in printed and "rebuilding" in printed and "cannot be trusted" in messages[0]
 
 
+def test_a_cache_that_does_not_load_is_converted_again(cache, capsys):
+    _, calls = cache  # the stand-in converter writes a folder transformers cannot load
+    with pytest.raises(ModelLoadError):
+        load_model("smollm2")
+    assert len(calls) == 2 and "did not load" in capsys.readouterr().out
+
+
 def test_stale_temporary_folders_are_cleaned(cache):
     root, _ = cache
     stale = root / ".smollm2-135m-instruct-tmp-old"
@@ -191,6 +199,8 @@ def smollm2(tmp_path_factory):
 def test_smollm2_converts_once_and_replays(smollm2, capsys):
     loaded, messages = smollm2
     assert any("dequantising" in m for m, _ in messages) and messages[-1][1] == 1.0
+    fractions = [f for _, f in messages]
+    assert fractions == sorted(fractions)  # one bar from 0 to 1, conversion included
     facts = loaded.facts
     assert (loaded.name, loaded.family, facts.positional, facts.causal) == ("smollm2", "llama", "rotary", True)
     assert (facts.num_layers, facts.num_heads, facts.num_kv_heads, facts.d_head) == (30, 9, 3, 64)

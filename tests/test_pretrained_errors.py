@@ -160,3 +160,21 @@ def test_models_dir_must_exist(tmp_path):
 def test_hub_ids_still_go_to_the_hub_with_models_dir(models_dir):
     assert resolve_local("openai-community/gpt2", models_dir) is None
     assert resolve_local("gpt2", models_dir) is None
+
+
+def test_a_cached_hub_model_loads_offline(bert_folder, tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--tiny-org--tiny-bert"
+    snapshot = repo / "snapshots" / commit
+    snapshot.mkdir(parents=True)
+    for item in bert_folder.iterdir():
+        (snapshot / item.name).write_bytes(item.read_bytes())
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    loaded = load_model("tiny-org/tiny-bert")
+    assert loaded.name == "tiny-org/tiny-bert" and loaded.family == "bert"
+    assert capture(loaded, tokenize(loaded, "the cat sat")).attentions.shape[0] == 2

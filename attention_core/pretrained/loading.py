@@ -22,7 +22,7 @@ from torch import nn
 from ..device import pick_device
 from ..multihead import ProjectionWeights
 from ..traces import ModelFacts
-from .bundled import DEFAULT_MODEL, bundled_folder, bundled_name
+from .bundled import DEFAULT_MODEL, bundled_folder, bundled_name, say, smollm2_folder
 from .errors import ModelLoadError, explain
 from .families import AttentionSite, find_sites, model_facts, projection_weights
 from .network import hub_reachable
@@ -123,24 +123,43 @@ def load_model(
     ``progress(message, fraction)`` hears about each step (and the one-time SmolLM2 conversion).
     Raises ModelLoadError (a ValueError) with a message fit to show a person.
     """
-    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
-
     name = str(name_or_path or DEFAULT_MODEL).strip()
     name, folder = _resolve(name, models_dir)
-    notices: list[str] = []
-    if bundled_name(name) is not None:
-        _step(progress, f"Preparing bundled model {name}", 0.0)
-        folder = bundled_folder(name, progress)
-        if revision:
-            notices.append(f"The bundled model {name} has one version; revision {revision!r} was ignored.")
-        revision = None
-    if folder is not None:
-        _check_folder(folder, name)
-    offline = folder is None and not hub_reachable()
-    source = str(folder) if folder is not None else name
-    hub = {"revision": revision} if folder is None and revision else {}
     target = pick_device(None if device is None else str(device))
+    notices: list[str] = []
+    if bundled_name(name) is None:
+        if folder is not None:
+            _check_folder(folder, name)
+        hub = {"revision": revision} if folder is None and revision else {}
+        offline = folder is None and not hub_reachable()
+        return _load(name, str(folder) if folder is not None else name, hub, offline, target, notices, progress, 0.0)
+    if revision:
+        notices.append(f"The bundled model {name} has one version; revision {revision!r} was ignored.")
+    base = 0.7  # the one-time SmolLM2 conversion takes most of a first load
+    _step(progress, f"Preparing bundled model {name}", 0.0)
+    folder = bundled_folder(name, _scaled(progress, 0.0, base))
+    try:
+        return _load(name, str(folder), {}, False, target, notices, progress, base)
+    except ModelLoadError as err:
+        if name != "smollm2":
+            raise
+        say(progress, f"SmolLM2: the cached conversion did not load ({err}); converting again", base)
+        folder = smollm2_folder(_scaled(progress, 0.0, base), rebuild=True)
+        return _load(name, str(folder), {}, False, target, notices, progress, base)
 
+
+def _scaled(progress: Progress | None, start: float, stop: float) -> Progress | None:
+    """A progress callback that maps 0..1 onto start..stop of the caller's bar."""
+    if progress is None:
+        return None
+    return lambda message, fraction: progress(message, start + (stop - start) * fraction)
+
+
+def _load(name, source, hub, offline, target, notices, progress, base) -> LoadedModel:
+    """Config, tokenizer, weights, attention sites and the probe, from a folder or hub id."""
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
+
+    progress = _scaled(progress, base, 1.0)
     _step(progress, f"Reading the configuration of {name}", 0.1)
     config = _from_pretrained(AutoConfig, source, name, offline, **hub)
     if getattr(config, "is_encoder_decoder", False):
@@ -168,10 +187,11 @@ def load_model(
     model = model.to(device=target, dtype=torch.float32).eval()
     family, sites = find_sites(model)
     if not sites:
-        notices.append(
+        notices = [
+            *notices,
             f"The attention layout of {type(model).__name__} is not one Attention Lens knows (BERT-, GPT-2- or "
-            "Llama-like): its attention weights are shown, but its q, k, v cannot be captured or replayed."
-        )
+            "Llama-like): its attention weights are shown, but its q, k, v cannot be captured or replayed.",
+        ]
     loaded = LoadedModel(
         name=name,
         source=source,
