@@ -29,7 +29,9 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PATH=/opt/venv/bin:$PATH
 
 # An unprivileged user for the app; the virtual environment and the models stay owned by root (read-only to it).
+# /models: the allowed folder for extra local models (empty unless a volume is mounted there).
 RUN useradd --create-home --uid 10001 --user-group --shell /usr/sbin/nologin lens \
+    && mkdir -p /models \
     && python -m venv /opt/venv
 
 # 1. torch, alone: the largest layer, and the one that varies between the CPU and a GPU build.

@@ -205,6 +205,16 @@ def test_container_is_hardened(app):
 
 @pytest.mark.docker
 @pytest.mark.slow
+def test_bundled_models_are_ready_without_converting(app):
+    """The app's own check accepts the conversion baked into the image (a rebuild would fail: read-only)."""
+    result = app.exec("python", "-m", "attention_core.pretrained.bundled", "--all", check=False)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "converting" not in output.lower(), output
+
+
+@pytest.mark.docker
+@pytest.mark.slow
 def test_page_is_served(app):
     status, body = dte.http_get(f"{app.url}/")
     assert status == 200
