@@ -6,12 +6,17 @@ Run: make run   (or: .venv/bin/python -m streamlit run app.py)
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import streamlit as st
 
 from attention_core.device import configure_threads, pick_device
-from attention_core.pretrained import ModelLoadError
+from attention_core.pretrained import DEFAULT_MODEL, ModelLoadError
+from attention_core.request import MAX_TEXT_CHARS
 from ui import compute, export, header, sidebar, views
-from ui.settings import VIEW_LABELS, VIEWS, from_query_params, to_query_params
+from ui.settings import URL_TEXT_CHARS, VIEW_LABELS, VIEWS, from_query_params, to_query_params
+from ui.text import plain
+from ui.views import common as view_common
 
 EXPORTABLE = {"derivation": "derivation", "compare": "compare", "heads": "heads,lines,rollout", "query": "query"}
 
@@ -23,6 +28,52 @@ def _threads() -> int:
     return configure_threads()
 
 
+def _load(model: str):
+    """(loaded model, its name): the chosen one, else the last one that loaded, else the default.
+
+    A model that fails says why in one clear message; the app goes on with the next that loads.
+    """
+    fallbacks = dict.fromkeys([model, st.session_state.get("_good_model", DEFAULT_MODEL), DEFAULT_MODEL])
+    failed = []
+    for name in fallbacks:
+        try:
+            with st.spinner(f"Loading {plain(name, 80)} (the first load of a model can take a while)..."):
+                loaded = compute.load_model(name)
+        except compute.ServerBusy:
+            raise
+        except Exception as err:  # ModelLoadError, or anything a half-finished load threw: say it, go on
+            failed.append(str(err) if isinstance(err, ModelLoadError) else f"{type(err).__name__}: {err}")
+            continue
+        st.session_state["_good_model"] = name
+        if failed:
+            st.error(
+                f"Could not load that model. {plain(failed[0], 600)}\n\nStill showing **{plain(name, 80)}**.",
+                icon=":material/warning:",
+            )
+        return loaded, name
+    raise ModelLoadError(model, "neither it nor the bundled default could be loaded: " + " / ".join(failed)[:600])
+
+
+def _fit_resources(loaded, text: str) -> tuple[str, list[str]]:
+    """Cut the text and the token settings to what this server allows; notices say what changed."""
+    said = []
+    if len(text) > MAX_TEXT_CHARS:
+        said.append(f"The text has {len(text):,} characters; only the first {MAX_TEXT_CHARS:,} are used.")
+        text = text[:MAX_TEXT_CHARS]
+    budget = compute.token_budget(loaded.facts)
+    for key, what in (("max_tokens", "Max tokens"), ("pad_to", "Pad input to")):
+        value = int(st.session_state.get(key, 0))
+        if value > budget:
+            st.session_state[key] = budget
+            said.append(f"{what} {value} is more than this server computes for {loaded.facts.name}; using {budget}.")
+    return text, said
+
+
+def _show_fixes(fixes: list[str]) -> None:
+    if fixes:
+        st.warning("\n".join(f"- {plain(fix)}" for fix in fixes), icon=":material/tune:")
+
+
 def main() -> None:
     _threads()
     if "_seeded" not in st.session_state:
@@ -31,8 +82,9 @@ def main() -> None:
         st.session_state["_url_notices"] = notices
         st.session_state["_seeded"] = True
     sidebar.keep_state()
+    view_common.new_page()
     for notice in st.session_state.pop("_url_notices", []):
-        st.warning(f"Link setting fixed: {notice}", icon=":material/link:")
+        st.warning(f"Link setting fixed: {plain(notice)}", icon=":material/link:")
 
     st.title("Attention Lens")
     st.caption(
@@ -42,36 +94,33 @@ def main() -> None:
         st.header("Controls")
         text, model = sidebar.text_and_model()
 
-    good_model = st.session_state.get("_good_model", "minilm")
-    try:
-        with st.spinner(f"Loading {model} (the first load of a model can take a while)..."):
-            loaded = compute.load_model(model)
-        st.session_state["_good_model"] = model
-    except ModelLoadError as err:
-        st.error(f"Could not load that model. {err}\n\nStill showing **{good_model}**.", icon=":material/warning:")
-        model = good_model
-        loaded = compute.load_model(model)
-
+    loaded, model = _load(model)
     if not text.strip():
         st.info("Type some text in the sidebar (or pick an example) to see its attention.", icon=":material/edit:")
         return
+    text, fixes = _fit_resources(loaded, text)
     try:
         cap = compute.capture(
             model, text, int(st.session_state.get("max_tokens", 128)), int(st.session_state.get("pad_to", 0))
         )
     except ValueError as err:
-        st.error(str(err), icon=":material/warning:")
+        _show_fixes(fixes)
+        st.error(plain(str(err), 600), icon=":material/warning:")
         return
+    fixes += sidebar.fit_to_model(loaded.facts, len(cap.tokens.labels))
+    _show_fixes(fixes)
     with st.sidebar:
         sidebar.controls(loaded.facts, len(cap.tokens.labels))
-    settings = sidebar.read_settings(model)
+    settings = replace(sidebar.read_settings(model), text=text)
     st.query_params.from_dict(to_query_params(settings))
+    if len(text) > URL_TEXT_CHARS:
+        st.caption(f"The page's link keeps only the first {URL_TEXT_CHARS:,} characters of the text.")
 
     try:
         device = pick_device(settings.device)
         trace = compute.trace_for(settings.request())
     except ValueError as err:
-        st.error(str(err), icon=":material/warning:")
+        st.error(plain(str(err), 600), icon=":material/warning:")
         return
     header.render(trace, str(device), settings)
     view = (
@@ -92,5 +141,11 @@ def main() -> None:
 
 try:
     main()
+except compute.ServerBusy as err:
+    st.warning(plain(str(err)), icon=":material/hourglass_top:")
 except Exception as err:  # last line of defence: a message, never a traceback in the page
-    st.error(f"Something went wrong ({type(err).__name__}). Change a control or reload the page. Details: {err}"[:600])
+    st.error(
+        f"Something went wrong ({type(err).__name__}). Change a control or reload the page. "
+        f"Details: {plain(str(err), 400)}",
+        icon=":material/error:",
+    )

@@ -31,9 +31,12 @@ from .request import TraceRequest, validate
 from .traces import LayerTrace, ModelFacts, ModelTrace, ReplayDiff
 
 
-def load(request: TraceRequest, *, models_dir=None, progress=None) -> LoadedModel:
-    """The model and tokenizer the request names (slow: cache the result)."""
-    return load_model(request.model, device="cpu", models_dir=models_dir, progress=progress)
+def load(request: TraceRequest, *, models_dir=None, progress=None, allow_local: bool = True) -> LoadedModel:
+    """The model and tokenizer the request names (slow: cache the result).
+
+    ``allow_local=False`` (the app without a models directory) refuses local folders.
+    """
+    return load_model(request.model, device="cpu", models_dir=models_dir, progress=progress, allow_local=allow_local)
 
 
 def capture_text(loaded: LoadedModel, request: TraceRequest) -> Capture:

@@ -111,7 +111,7 @@ def coerce_fields(cls, raw: dict, defaults=None) -> tuple[dict, list[str]]:
         default = getattr(defaults, f.name)
         try:
             value = _coerce(f.name, raw[f.name], default)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             notices.append(f"'{f.name}' = {str(raw[f.name])[:40]!r} is not valid; using {default!r}")
             continue
         if f.name in CHOICES and value not in CHOICES[f.name]:
@@ -123,6 +123,9 @@ def coerce_fields(cls, raw: dict, defaults=None) -> tuple[dict, list[str]]:
             if clamped != value:
                 notices.append(f"'{f.name}' = {value} is out of range {low}..{high}; using {clamped}")
                 value = clamped
+        if isinstance(value, tuple) and any(item < 0 for item in value):
+            notices.append(f"'{f.name}': negative positions {[i for i in value if i < 0][:5]} dropped")
+            value = tuple(item for item in value if item >= 0)
         if f.name == "text" and len(value) > MAX_TEXT_CHARS:
             notices.append(f"text was {len(value):,} characters; kept the first {MAX_TEXT_CHARS:,}")
             value = value[:MAX_TEXT_CHARS]

@@ -10,6 +10,7 @@ from attention_core.traces import ModelTrace
 from viz.export import export_zip
 
 from .settings import Settings
+from .views.common import image_export_problem
 
 
 def slides_button(trace: ModelTrace, settings: Settings, views: str) -> None:
@@ -17,8 +18,14 @@ def slides_button(trace: ModelTrace, settings: Settings, views: str) -> None:
 
     def make() -> bytes:  # deferred: rendered only when clicked (about half a second per image)
         return export_zip(
-            trace, "png,svg,html,csv", view=views, theme="slides", head=trace.head, query=settings.query,
-            statistic=settings.statistic, settings=asdict(settings.request()),
+            trace,
+            "png,svg,html,csv",
+            view=views,
+            theme="slides",
+            head=trace.head,
+            query=settings.query,
+            statistic=settings.statistic,
+            settings=asdict(settings.request()),
         )
 
     st.download_button(
@@ -28,5 +35,6 @@ def slides_button(trace: ModelTrace, settings: Settings, views: str) -> None:
         mime="application/zip",
         key="export_zip",
         on_click="ignore",
-        help="Every figure of this view in the white 'slides' theme, its numbers as CSV, and a manifest of the settings.",
+        help="Every figure of this view in the white 'slides' theme, its numbers as CSV, and a manifest of the settings."
+        + (" No Chromium on the server: the zip holds HTML and CSV only." if image_export_problem() else ""),
     )

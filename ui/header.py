@@ -15,7 +15,9 @@ def render(trace: ModelTrace, device: str, settings: Settings) -> None:
     worst = max((max(r.weights, r.output) for r in (*trace.replay, *trace.replay_hidden)), default=float("nan"))
     cols = st.columns([1.2, 1, 1, 1.4])
     cols[0].metric(
-        "Model", facts.name.split("/")[-1][:28], help=f"{facts.family} family, {facts.num_parameters:,} parameters"
+        "Model",
+        plain(facts.name.split("/")[-1], 28),
+        help=f"{facts.family} family, {facts.num_parameters:,} parameters",
     )
     cols[1].metric("Tokens", len(trace.tokens), help="After the tokenizer (and any cap).")
     cols[2].metric("Device", device.upper(), help="Where the own core computes (auto: CUDA, then MPS, then CPU).")

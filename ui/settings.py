@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
-from attention_core.request import CHOICES, TraceRequest, coerce_fields
+from attention_core.device import available_devices
+from attention_core.request import CHOICES, LIMITS, TraceRequest, coerce_fields
 
 VIEWS = ("derivation", "compare", "heads", "query", "pitfalls", "training")
 VIEW_LABELS = {
@@ -41,6 +42,18 @@ class Settings(TraceRequest):
 STATISTICS = ("entropy", "max_weight", "diagonal_distance", "previous_token", "first_token")
 UI_CHOICES["statistic"] = STATISTICS
 
+# The ranges the sidebar's widgets offer (narrower than the core's LIMITS). A link's value outside
+# them is clamped here with a notice: a widget handed such a value would refuse to draw.
+UI_RANGES = {
+    "window": (1, 64),
+    "stride": (1, 32),
+    "block": (1, 64),
+    "temperature": (0.1, 64.0),
+    "max_tokens": (4, LIMITS["max_tokens"][1]),
+    "query": (0, 4096),
+}
+URL_TEXT_CHARS = 2000  # a link keeps at most this much of the text (long URLs break on reload)
+
 
 def _to_text(value) -> str:
     if isinstance(value, bool):
@@ -53,11 +66,23 @@ def _to_text(value) -> str:
 def to_query_params(settings: Settings) -> dict[str, str]:
     """Only the fields that differ from the defaults, as strings (short, readable links)."""
     default = Settings()
-    return {
+    params = {
         f.name: _to_text(getattr(settings, f.name))
         for f in fields(Settings)
         if getattr(settings, f.name) != getattr(default, f.name)
     }
+    if len(params.get("text", "")) > URL_TEXT_CHARS:
+        params["text"] = params["text"][:URL_TEXT_CHARS]
+    return params
+
+
+def clamp_to_ui(values: dict, notices: list[str]) -> None:
+    """Clamp ``values`` (in place) into UI_RANGES, with a notice for each change."""
+    for name, (low, high) in UI_RANGES.items():
+        if name in values and not low <= values[name] <= high:
+            clamped = type(values[name])(min(max(values[name], low), high))
+            notices.append(f"'{name}' = {values[name]} is outside {low}..{high} here; using {clamped}")
+            values[name] = clamped
 
 
 def from_query_params(params) -> tuple[Settings, list[str]]:
@@ -68,8 +93,12 @@ def from_query_params(params) -> tuple[Settings, list[str]]:
         if name in values and values[name] not in choices:
             notices.append(f"'{name}' = {values[name][:40]!r} is not one of {', '.join(choices)}; using default")
             values.pop(name)
-    if "query" in values:
-        values["query"] = max(0, min(values["query"], 4096))
+    clamp_to_ui(values, notices)
+    if "device" in values and values["device"] not in available_devices():
+        notices.append(
+            f"device {values['device'][:40]!r} is not available here (have {', '.join(available_devices())}); using auto"
+        )
+        values.pop("device")
     return Settings(**values), notices
 
 
@@ -78,8 +107,11 @@ __all__ = [
     "STATISTICS",
     "Settings",
     "THEMES",
+    "UI_RANGES",
+    "URL_TEXT_CHARS",
     "VIEWS",
     "VIEW_LABELS",
+    "clamp_to_ui",
     "from_query_params",
     "to_query_params",
 ]

@@ -9,7 +9,7 @@ import streamlit as st
 from attention_core.device import available_devices
 from attention_core.request import LIMITS
 
-from .settings import THEMES, Settings
+from .settings import THEMES, UI_RANGES, Settings, clamp_to_ui
 
 EXAMPLES = {
     "The animal didn't cross the street because it was too tired.": "coreference: what does 'it' attend to?",
@@ -105,18 +105,48 @@ def text_and_model() -> tuple[str, str]:
     return st.session_state.get("text", ""), model
 
 
-def _clamp(key: str, high: int) -> None:
-    if st.session_state.get(key, 0) > high:
+def _clamp(key: str, high: int, why: str) -> str | None:
+    """Lower ``key`` to ``high`` when it is above; returns a notice saying so, else None."""
+    value = st.session_state.get(key, 0)
+    if value > high:
         st.session_state[key] = high
+        return f"{key} {value} does not exist {why}; showing {key} {high}"
+    return None
+
+
+def fit_to_model(facts, num_tokens: int) -> list[str]:
+    """Bring every setting within what this model, this text and the widgets allow; one notice per change.
+
+    Run before the widgets are drawn (a slider handed a value beyond its end refuses to draw).
+    """
+    notices = [
+        _clamp("layer", facts.num_layers - 1, f"in {facts.name} ({facts.num_layers} layers)"),
+    ]
+    if st.session_state.get("source", "replay") == "replay":
+        heads, where = facts.num_heads, f"in {facts.name} ({facts.num_heads} heads)"
+    else:
+        heads = int(st.session_state.get("heads", 4))
+        where = f"with {heads} scratch heads"
+    notices.append(_clamp("head", heads - 1, where))
+    notices.append(_clamp("query", max(num_tokens - 1, 0), f"in this text ({num_tokens} tokens)"))
+    blocked = list(st.session_state.get("blocked", []))
+    kept = [j for j in blocked if 0 <= j < num_tokens]
+    if len(kept) != len(blocked):
+        gone = sorted(set(blocked) - set(kept))
+        notices.append(f"blocked key positions {gone[:8]} are beyond this text's {num_tokens} tokens; dropped")
+    st.session_state["blocked"] = kept
+    values = {name: st.session_state[name] for name in UI_RANGES if name in st.session_state}
+    fixes: list[str] = []
+    clamp_to_ui(values, fixes)
+    for name, value in values.items():
+        if st.session_state[name] != value:
+            st.session_state[name] = value
+    return [n for n in notices if n] + fixes
 
 
 def controls(facts, num_tokens: int) -> None:
-    """Every other control. ``facts`` of the loaded model bound the layer and head sliders."""
-    _clamp("layer", facts.num_layers - 1)
+    """Every other control. ``facts`` of the loaded model bound the layer and head sliders (see fit_to_model)."""
     heads = facts.num_heads if st.session_state.get("source") == "replay" else int(st.session_state.get("heads", 4))
-    _clamp("head", heads - 1)
-    _clamp("query", max(num_tokens - 1, 0))
-    st.session_state["blocked"] = [j for j in st.session_state.get("blocked", []) if j < num_tokens]
     col_layer, col_head = st.columns(2)
     if facts.num_layers > 1:
         col_layer.slider("Layer", 0, facts.num_layers - 1, key="layer", help="Which transformer block to look at.")
@@ -133,7 +163,13 @@ def controls(facts, num_tokens: int) -> None:
             help="The article's softmax(QKᵀ/√d_k). 'none' shows why the division matters; a temperature is any divisor.",
         )
         if st.session_state["scaling"] == "custom":
-            st.slider("Temperature", 0.1, 64.0, key="temperature", step=0.1, help="Scores are divided by this.")
+            st.slider(
+                "Temperature",
+                *UI_RANGES["temperature"],
+                key="temperature",
+                step=0.1,
+                help="Scores are divided by this.",
+            )
 
     with st.expander("Masking", expanded=True):
         st.selectbox(
@@ -141,12 +177,19 @@ def controls(facts, num_tokens: int) -> None:
         )
         mask = st.session_state["mask"]
         if mask == "sliding_window":
-            st.slider("Window width", 1, 64, key="window", help="Each query sees keys with |i - j| < width.")
+            st.slider(
+                "Window width", *UI_RANGES["window"], key="window", help="Each query sees keys with |i - j| < width."
+            )
             st.checkbox("Causal window", key="window_causal", help="Only the width-1 tokens before the query.")
         elif mask == "strided":
-            st.slider("Stride", 1, 32, key="stride", help="Keys whose distance from the query is a multiple of this.")
+            st.slider(
+                "Stride",
+                *UI_RANGES["stride"],
+                key="stride",
+                help="Keys whose distance from the query is a multiple of this.",
+            )
         elif mask == "block_local":
-            st.slider("Block size", 1, 64, key="block", help="Queries see only keys in their own block.")
+            st.slider("Block size", *UI_RANGES["block"], key="block", help="Queries see only keys in their own block.")
         elif mask == "blocked_keys":
             st.multiselect(
                 "Blocked key positions",
@@ -191,7 +234,7 @@ def controls(facts, num_tokens: int) -> None:
             c1.number_input("d_model", 2, LIMITS["d_model"][1], key="d_model", help="Embedding width.")
             c2.number_input("d_k", 2, LIMITS["d_k"][1], key="d_k", help="Query/key width per head.")
             c3.number_input("heads", 1, LIMITS["heads"][1], key="heads", help="Number of heads.")
-            st.number_input("Seed", 0, 10_000, key="seed", help="Seed for embeddings and weights.")
+            st.number_input("Seed", *LIMITS["seed"], key="seed", help="Seed for embeddings and weights.")
 
     with st.expander("Display and device", expanded=False):
         st.selectbox("Device", available_devices(), key="device", help="Where the own core computes.")
@@ -199,8 +242,7 @@ def controls(facts, num_tokens: int) -> None:
         st.radio("Figure theme", THEMES, key="theme", horizontal=True, help="'slides': white, large fonts.")
         st.number_input(
             "Max tokens",
-            1,
-            LIMITS["max_tokens"][1],
+            *UI_RANGES["max_tokens"],
             key="max_tokens",
             help="Longer text is cut here (and at the model's limit), with a notice.",
         )

@@ -22,20 +22,22 @@ PARAGRAPH = (
 )
 
 
-def _best_s(fns: dict, repeats: int) -> dict[str, float]:
+def _best_s(fns: dict, repeats: int, clock=time.perf_counter) -> dict[str, float]:
     """Fastest of ``repeats`` runs of each function, run in turn (a busy machine slows all alike)."""
     for fn in fns.values():
         fn()  # warm-up
     times: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
-            started = time.perf_counter()
+            started = clock()
             fn()
-            times[name].append(time.perf_counter() - started)
+            times[name].append(clock() - started)
     return {name: min(values) for name, values in times.items()}
 
 
-def bench_model(name: str, sizes: list[int], repeats: int, device: str | None = None) -> list[dict]:
+def bench_model(
+    name: str, sizes: list[int], repeats: int, device: str | None = None, clock=time.perf_counter
+) -> list[dict]:
     from . import capture, load_model, replay, tokenize
 
     loaded = load_model(name, device=device)
@@ -55,6 +57,7 @@ def bench_model(name: str, sizes: list[int], repeats: int, device: str | None = 
                 "both": lambda tokens=tokens: replay(capture(loaded, tokens)),
             },
             repeats,
+            clock,
         )
         forward_s, capture_s, both_s = best["forward"], best["capture"], best["both"]
         rows.append(
@@ -78,11 +81,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", nargs="+", type=int, default=[16, 128, 512])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--device", default=None)
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="wall: elapsed time; cpu: this process's CPU time (steadier on a busy machine; use with --threads 1)",
+    )
     args = parser.parse_args(argv)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {args.clock} clock")
     print(f"{'model':>8} {'n':>5} {'forward ms':>11} {'capture ms':>11} {'capture+replay ms':>18} {'ratio':>6}")
     for name in args.models:
-        for r in bench_model(name, args.sizes, args.repeats, args.device):
+        for r in bench_model(name, args.sizes, args.repeats, args.device, clock):
             print(
                 f"{r['model']:>8} {r['n']:>5} {r['forward_ms']:>11.1f} {r['capture_ms']:>11.1f} "
                 f"{r['capture_replay_ms']:>18.1f} {r['ratio']:>6.2f}"

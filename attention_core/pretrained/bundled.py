@@ -26,6 +26,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -47,6 +48,7 @@ _FORMAT = 1
 _GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _SMOLLM2_DIR = "smollm2-135m-instruct"
 _STALE_TEMP_S = 3600.0  # temp folders older than this are left-overs of a crash
+_CONVERTING = threading.Lock()
 
 
 def bundled_name(name: str | None) -> str | None:
@@ -171,6 +173,11 @@ def _remove_stale_temps(root: Path) -> None:
 
 def smollm2_folder(progress: Progress | None = None, *, rebuild: bool = False) -> Path:
     """The converted SmolLM2 folder, converting (or repairing) it first when needed."""
+    with _CONVERTING:  # two sessions of one app asking at once: one converts, the other waits and reuses it
+        return _smollm2_folder(progress, rebuild)
+
+
+def _smollm2_folder(progress: Progress | None, rebuild: bool) -> Path:
     source = smollm2_gguf()
     root = cache_root()
     final = root / _SMOLLM2_DIR

@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 import math
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from typing import TYPE_CHECKING
 
 import torch
@@ -47,10 +47,10 @@ class LayerCapture:
     k: torch.Tensor | None  # (Hkv, S, E)         keys, after rotary
     v: torch.Tensor | None  # (Hkv, S, Ev)        values
     mask: torch.Tensor | None  # (1, L, S)        additive float mask (0 or finfo.min); None = no mask
-    attentions: torch.Tensor  # (H, L, S)         the weights the model returned
+    attentions: torch.Tensor  # (H, L, S)         the weights the model returned (its own tensor, not a copy, on CPU)
     attn_output: torch.Tensor | None  # (H, L, Ev) per-head outputs before the output projection
     scale: float  # the factor on q.k (module.scaling)
-    projection: ProjectionWeights | None  # the layer's own W^Q, W^K, W^V, W^O, biases
+    projection: ProjectionWeights | None  # the layer's own W^Q, W^K, W^V, W^O, biases (read-only on CPU)
     rotary: tuple[torch.Tensor, torch.Tensor] | None  # (cos, sin), each (L, E)
     qk_norm: bool = False  # q and k were normalised after projecting (replay_from_hidden cannot follow)
 
@@ -65,10 +65,14 @@ class Capture:
 
     tokens: Tokens
     layers: tuple[LayerCapture, ...]
-    attentions: torch.Tensor  # (layers, H, L, S) the model's returned weights
     facts: ModelFacts
     family: str
     notices: tuple[str, ...] = ()
+
+    @cached_property
+    def attentions(self) -> torch.Tensor:
+        """(layers, H, L, S) the model's returned weights, stacked on first use (a copy: 280 MB for SmolLM2 at 512)."""
+        return torch.stack([layer.attentions for layer in self.layers])
 
     @property
     def num_layers(self) -> int:
@@ -227,26 +231,25 @@ def capture(loaded: LoadedModel, tokens: Tokens) -> Capture:
             "Load it with attn_implementation='eager'; Attention Lens does this itself, so this architecture "
             "may not support eager attention",
         )
-    attentions = torch.stack([a.detach()[0].to("cpu", dtype=torch.float32) for a in returned])  # (layers, H, L, S)
+    attentions = [a.detach()[0].to("cpu", dtype=torch.float32) for a in returned]  # (H, L, S) per layer, no copy on CPU
     notes: list[str] = [tokens.notice] if tokens.notice else []
     masks: dict = {}
     rotaries: dict = {}
-    if loaded.sites and len(loaded.sites) == attentions.shape[0]:
+    if loaded.sites and len(loaded.sites) == len(attentions):
         layers = tuple(
             _layer(site, record, attentions[i], loaded.projections[i], masks, rotaries, notes)
             for i, (site, record) in enumerate(zip(loaded.sites, recorder.records, strict=True))
         )
     else:
         if loaded.sites:
-            notes.append(f"The model returned {attentions.shape[0]} attention maps for {len(loaded.sites)} layers.")
+            notes.append(f"The model returned {len(attentions)} attention maps for {len(loaded.sites)} layers.")
         layers = tuple(
-            LayerCapture(i, None, None, None, None, None, attentions[i], None, math.nan, None, None)
-            for i in range(attentions.shape[0])
+            LayerCapture(i, None, None, None, None, None, weights, None, math.nan, None, None)
+            for i, weights in enumerate(attentions)
         )
     return Capture(
         tokens=tokens,
         layers=layers,
-        attentions=attentions,
         facts=loaded.facts,
         family=loaded.family,
         notices=tuple(dict.fromkeys((*loaded.notices, *notes))),

@@ -158,15 +158,18 @@ def find_sites(model: nn.Module) -> tuple[str, tuple[AttentionSite, ...]]:
 
 
 def _linear_weight(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(D_in, D_out) weight and bias of an nn.Linear (weight stored (out, in)) or a Conv1D (stored (in, out))."""
-    weight = module.weight.detach()
+    """(D_in, D_out) weight and bias of an nn.Linear (weight stored (out, in)) or a Conv1D (stored (in, out)).
+
+    Detached, on the CPU: views of the model's own parameters when it runs on the CPU (read-only), copies otherwise.
+    """
+    weight = module.weight.detach().to("cpu", torch.float32)
     weight = weight.T if isinstance(module, nn.Linear) else weight  # (D_in, D_out)
-    bias = None if getattr(module, "bias", None) is None else module.bias.detach().cpu().clone()
-    return weight.cpu().clone(), bias
+    bias = getattr(module, "bias", None)
+    return weight, None if bias is None else bias.detach().to("cpu", torch.float32)
 
 
 def projection_weights(site: AttentionSite) -> ProjectionWeights:
-    """The layer's own W^Q (D, H*E), W^K (D, Hkv*E), W^V (D, Hkv*Ev), W^O (H*Ev, D), biases; CPU copies."""
+    """The layer's own W^Q (D, H*E), W^K (D, Hkv*E), W^V (D, Hkv*Ev), W^O (H*Ev, D), biases; CPU, read-only."""
     if site.fused is not None:
         weight, bias = _linear_weight(site.fused)  # (D, H*E + 2*Hkv*E)
         q_width, kv_width = site.num_heads * site.head_dim, site.num_kv_heads * site.head_dim
@@ -182,9 +185,9 @@ def projection_weights(site: AttentionSite) -> ProjectionWeights:
         (w_q, b_q), (w_k, b_k), (w_v, b_v) = (_linear_weight(getattr(owner, n)) for n in names)
     w_o, b_o = _linear_weight(site.w_out) if site.w_out is not None else (None, None)
     return ProjectionWeights(
-        w_q=w_q.contiguous(),
-        w_k=w_k.contiguous(),
-        w_v=w_v.contiguous(),
+        w_q=w_q,
+        w_k=w_k,
+        w_v=w_v,
         num_heads=site.num_heads,
         num_kv_heads=site.num_kv_heads,
         w_o=w_o,

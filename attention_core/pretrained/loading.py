@@ -44,7 +44,7 @@ class LoadedModel:
     family: str  # "bert", "gpt2", "llama" or "other" (see families.py)
     facts: ModelFacts
     sites: tuple[AttentionSite, ...]  # one per layer; empty when q/k/v cannot be captured
-    projections: tuple[ProjectionWeights, ...]  # the layers' own W^Q, W^K, W^V, W^O (CPU copies)
+    projections: tuple[ProjectionWeights, ...]  # the layers' own W^Q, W^K, W^V, W^O (CPU; read-only)
     device: torch.device
     notices: tuple[str, ...] = ()
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)  # one capture at a time
@@ -83,11 +83,20 @@ def _is_causal_lm(config) -> bool:
     return any(n.endswith(("ForCausalLM", "LMHeadModel")) for n in names)
 
 
-def _resolve(name: str, models_dir) -> tuple[str, Path | None]:
+def _resolve(name: str, models_dir, allow_local: bool = True) -> tuple[str, Path | None]:
     """(display name, local folder or None for a hub id)."""
     key = bundled_name(name)
     if key is not None:
         return key, None
+    if not allow_local and models_dir is None:
+        if not is_hub_id(name) or Path(name).expanduser().exists():
+            raise ModelLoadError(
+                name,
+                "local model folders are switched off here (no allowed models directory is configured)",
+                "Use a bundled model (minilm, smollm2) or a Hugging Face id; whoever runs the server can set "
+                "ATTENTION_LENS_MODELS_DIR to a folder of models",
+            )
+        return name, None
     folder = resolve_local(name, models_dir)
     if folder is not None:
         return name, folder
@@ -116,15 +125,17 @@ def load_model(
     device: str | torch.device | None = None,
     models_dir: str | Path | None = None,
     progress: Progress | None = None,
+    allow_local: bool = True,
 ) -> LoadedModel:
     """Load "minilm" (default), "smollm2", a hub id or a local folder for attention capture.
 
     ``models_dir``: when set, local folders must lie inside it (relative names are looked up there).
+    ``allow_local=False`` without ``models_dir`` refuses every local folder (bundled models and hub ids only).
     ``progress(message, fraction)`` hears about each step (and the one-time SmolLM2 conversion).
     Raises ModelLoadError (a ValueError) with a message fit to show a person.
     """
     name = str(name_or_path or DEFAULT_MODEL).strip()
-    name, folder = _resolve(name, models_dir)
+    name, folder = _resolve(name, models_dir, allow_local)
     target = pick_device(None if device is None else str(device))
     notices: list[str] = []
     if bundled_name(name) is None:
@@ -162,6 +173,12 @@ def _load(name, source, hub, offline, target, notices, progress, base) -> Loaded
     progress = _scaled(progress, base, 1.0)
     _step(progress, f"Reading the configuration of {name}", 0.1)
     config = _from_pretrained(AutoConfig, source, name, offline, **hub)
+    if getattr(config, "auto_map", None):  # custom code was on offer; transformers' own classes load it instead
+        notices = [
+            *notices,
+            f"{name}'s config names custom code (auto_map); it was not run: the model is loaded with "
+            f"transformers' own {type(config).__name__.removesuffix('Config')} classes.",
+        ]
     if getattr(config, "is_encoder_decoder", False):
         raise ModelLoadError(
             name,

@@ -10,6 +10,9 @@ token back to ``text[start:end]`` ((0, 0) for special tokens).
 
 Empty or whitespace-only text is refused with a ValueError for every model, even those that would
 still produce special tokens ([CLS] [SEP]): a picture of special tokens alone teaches nothing.
+Text the tokenizer drops entirely (control characters, lone combining marks) keeps its special tokens
+and a notice that says so. Long text is cut to ``char_budget(limit)`` characters before tokenising
+(so 100 kB costs no more than a few thousand characters), with a notice.
 """
 
 from __future__ import annotations
@@ -108,6 +111,11 @@ def _encode(tokenizer, text: str, limit: int | None) -> dict:
     )
 
 
+def char_budget(limit: int) -> int:
+    """Characters read from a text for at most ``limit`` tokens (a token rarely covers 32 characters)."""
+    return max(4096, 32 * limit)
+
+
 def tokenize_text(tokenizer, text: str, *, max_tokens: int = 512, max_positions: int | None = None) -> Tokens:
     """Tokenise ``text`` for one model, keeping at most min(max_tokens, max_positions) tokens."""
     if not isinstance(text, str) or not text.strip():
@@ -118,20 +126,36 @@ def tokenize_text(tokenizer, text: str, *, max_tokens: int = 512, max_positions:
     specials = tokenizer.num_special_tokens_to_add(pair=False)
     if limit <= specials:
         raise ValueError(f"a limit of {limit} tokens leaves no room for text next to {specials} special tokens")
-    encoded = _encode(tokenizer, text, None)
+    read = text[: char_budget(limit)]  # a long text is cut before tokenising: 100 kB never reaches the tokenizer
+    encoded = _encode(tokenizer, read, None)
     total = len(encoded["input_ids"])
     dropped, notice = 0, None
     if total > limit:
-        encoded = _encode(tokenizer, text, limit)
+        encoded = _encode(tokenizer, read, limit)
         dropped = total - len(encoded["input_ids"])
         reason = "the model's maximum length" if max_positions and limit == max_positions else "the token limit"
-        notice = f"The text has {total} tokens; only the first {limit} are used ({reason}), {dropped} were dropped."
+        if len(read) < len(text):
+            notice = (
+                f"The text has {len(text):,} characters, more than {limit} tokens; only the first {limit} tokens "
+                f"are used ({reason})."
+            )
+        else:
+            notice = f"The text has {total} tokens; only the first {limit} are used ({reason}), {dropped} were dropped."
+    elif len(read) < len(text):
+        notice = f"The text has {len(text):,} characters; only the first {len(read):,} were read ({total} tokens)."
     ids = list(encoded["input_ids"])
     if not ids:
         raise ValueError("The text produced no tokens for this model.")
     offsets = tuple((int(a), int(b)) for a, b in encoded.get("offset_mapping") or [(0, 0)] * len(ids))
     special_ids = set(tokenizer.all_special_ids)
     special = tuple(i in special_ids for i in ids)
+    if all(special):
+        notice = " ".join(
+            filter(
+                None,
+                [notice, "This model's tokenizer drops every character of this text: only its special tokens remain."],
+            )
+        )
     scheme = _scheme(tokenizer)
     pieces = tokenizer.convert_ids_to_tokens(ids)
     labels = tuple(
@@ -139,7 +163,7 @@ def tokenize_text(tokenizer, text: str, *, max_tokens: int = 512, max_positions:
         for piece, is_special, (a, b) in zip(pieces, special, offsets, strict=True)
     )
     return Tokens(
-        text=text,
+        text=read,
         ids=torch.tensor([ids], dtype=torch.long),  # (1, L)
         attention_mask=torch.ones(1, len(ids), dtype=torch.long),  # (1, L)
         labels=labels,

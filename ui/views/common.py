@@ -12,10 +12,27 @@ import io
 import numpy as np
 import streamlit as st
 
-from viz.export import figure_image
+from viz import export as viz_export
 from viz.theme import apply_theme
 
 PLOT_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
+NO_BROWSER = (
+    "SVG and slide PNG are drawn on the server by kaleido, which needs a Chromium browser there, and none "
+    "was found (Debian/Ubuntu: apt-get install chromium, or set BROWSER_PATH). The camera icon on each chart "
+    "still saves a PNG from your own browser, and CSV works."
+)
+_NOTE_KEY = "_image_note_shown"
+
+
+def image_export_problem() -> str | None:
+    """Why SVG/PNG cannot be made on this server now (no browser), else None. Checked on every run,
+    so installing Chromium (or setting BROWSER_PATH) takes effect without a restart."""
+    return NO_BROWSER if viz_export.find_browser() is None else None
+
+
+def new_page() -> None:
+    """Call once at the top of a run: the no-browser note is shown under the first figure only."""
+    st.session_state[_NOTE_KEY] = False
 
 
 def csv_bytes(matrix: np.ndarray, rows, cols) -> bytes:
@@ -36,9 +53,9 @@ def _safe(text) -> str:
 def _image(fig, fmt: str):
     def make() -> bytes:
         try:
-            return figure_image(apply_theme(fig, "slides"), fmt)
-        except Exception as err:  # no browser, kaleido failure: a readable file, never a crash
-            return f"Could not render {fmt.upper()}: {err}".encode()
+            return viz_export.figure_image(apply_theme(fig, "slides"), fmt)
+        except Exception as err:  # the browser vanished or crashed mid-way: a readable file, never a crash
+            return f"Could not render {fmt.upper()}: {type(err).__name__}: {err}".encode()
 
     return make
 
@@ -49,24 +66,30 @@ def figure(fig, key: str, data=None, *, caption: str | None = None) -> None:
     if caption:
         st.caption(caption)
     cols = st.columns([1, 1, 1, 3])
+    problem = image_export_problem()
     cols[0].download_button(
         "SVG",
-        _image(fig, "svg"),
+        b"" if problem else _image(fig, "svg"),
         file_name=f"{key}.svg",
         mime="image/svg+xml",
         key=f"svg_{key}",
         on_click="ignore",
-        help="Vector image for slides (rendered on the server by kaleido).",
+        disabled=problem is not None,
+        help=problem or "Vector image for slides (rendered on the server by kaleido).",
     )
     cols[1].download_button(
         "PNG",
-        _image(fig, "png"),
+        b"" if problem else _image(fig, "png"),
         file_name=f"{key}.png",
         mime="image/png",
         key=f"png_{key}",
         on_click="ignore",
-        help="Slide-sized PNG with the white 'slides' theme.",
+        disabled=problem is not None,
+        help=problem or "Slide-sized PNG with the white 'slides' theme.",
     )
+    if problem and not st.session_state.get(_NOTE_KEY):
+        st.session_state[_NOTE_KEY] = True
+        cols[3].caption(problem)
     if data is not None:
         cols[2].download_button(
             "CSV",

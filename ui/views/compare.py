@@ -8,12 +8,13 @@ from attention_core.traces import ModelTrace
 from viz.views import figures_for_trace, matrices_for_trace
 
 from ..settings import Settings
+from ..text import plain
 from .common import figure
 
 
 def render(trace: ModelTrace, settings: Settings) -> None:
     h = trace.head
-    st.subheader(f"Own core vs {trace.facts.name.split('/')[-1]}: layer {trace.layer}, head {h}")
+    st.subheader(f"Own core vs {plain(trace.facts.name.split('/')[-1], 60)}: layer {trace.layer}, head {h}")
     if trace.model is None:
         st.warning(
             "This model's q, k, v could not be captured, so only its returned attentions are shown (Heads view)."
@@ -30,10 +31,13 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         )
     elif diff <= 1e-5:
         st.success(
-            f"Max |difference| of the weights: **{diff:.2e}**: the from-scratch core reproduces the model.", icon=":material/check_circle:"
+            f"Max |difference| of the weights: **{diff:.2e}**: the from-scratch core reproduces the model.",
+            icon=":material/check_circle:",
         )
     else:
-        st.error(f"Max |difference| of the weights: **{diff:.2e}**: larger than float32 rounding.", icon=":material/error:")
+        st.error(
+            f"Max |difference| of the weights: **{diff:.2e}**: larger than float32 rounding.", icon=":material/error:"
+        )
     figure(figs["compare"], "compare", data.get("difference"))
 
     st.markdown(

@@ -13,6 +13,7 @@ from viz.sparse import mask_patterns_figure, sparse_cost_figure
 
 from .. import compute
 from ..settings import Settings
+from ..text import plain
 from .common import figure
 
 PITFALLS = {
@@ -129,7 +130,7 @@ def _order(trace: ModelTrace, settings: Settings) -> None:
         st.session_state["lab_perm_seed"] = st.session_state.get("lab_perm_seed", 0) + 1
     order = lab.shuffled_order(len(labels), st.session_state.get("lab_perm_seed", 0))
     demo = lab.permutation_demo_for_ids(trace.token_ids, encoding, order, seed=settings.seed)
-    st.caption("Shuffled order: " + " ".join(labels[i] for i in order)[:400])
+    st.caption("Shuffled order: " + plain(" ".join(labels[i] for i in order), 400))
     verdict = (
         f"**Equivariant**: rows only moved (max |difference| {demo.max_difference:.1e})."
         if demo.equivariant

@@ -9,6 +9,7 @@ from viz.labels import plain_labels
 from viz.views import figures_for_trace, matrices_for_trace
 
 from ..settings import Settings
+from ..text import plain
 from .common import figure
 
 
@@ -25,7 +26,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         help="Follow this token's row through every step.",
     )
     i = int(st.session_state["query"])
-    st.subheader(f"Query {i} '{labels[i]}' in layer {trace.layer}, head {trace.head}")
+    st.subheader(f"Query {i} '{plain(labels[i], 60)}' in layer {trace.layer}, head {trace.head}")
     st.latex(
         r"e_{ij} = q_i \cdot k_j \;\rightarrow\; \tilde{e}_{ij} = e_{ij}\cdot s \;\rightarrow\; "
         r"\alpha_{ij} = \mathrm{softmax}_j(\tilde{e}_{ij}) \;\rightarrow\; o_i = \sum_j \alpha_{ij} v_j"
@@ -37,4 +38,4 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     figure(figs["query"], "query", data["query_contributions"])
     head = trace.core.head(trace.head)
     top = head.weights[i].argsort()[::-1][:3]
-    st.caption("Largest weights: " + ", ".join(f"'{labels[j]}' ({head.weights[i, j]:.3f})" for j in top))
+    st.caption("Largest weights: " + ", ".join(f"'{plain(labels[j], 60)}' ({head.weights[i, j]:.3f})" for j in top))

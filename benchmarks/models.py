@@ -1,0 +1,158 @@
+"""Section 2: capture + replay against the model's own forward pass with attentions.
+
+For each bundled model and length n, three calls take turns (the same three as
+``attention_core/pretrained/bench.py``): the base model with ``output_attentions=True``; ``capture``
+(the same pass with every hook recording X, q, k, v, mask and head outputs); ``capture`` + ``replay``
+(the core recomputing every layer from the captured q, k, v and measuring the difference).
+Target: capture + replay at most 1.3x the plain forward.
+"""
+
+from __future__ import annotations
+
+import gc
+
+from . import plots
+from .common import (
+    PARAGRAPH,
+    Config,
+    SectionResult,
+    Target,
+    code_block,
+    cprofile_top,
+    interleaved,
+    median,
+    ms,
+    ratio_median,
+    table,
+    times,
+    torch_profile_table,
+)
+
+TARGET_RATIO = 1.3
+
+
+def bench_model(name: str, sizes, repeats_for) -> tuple[list[dict], object]:
+    """Rows of medians for one model, and a function(n) -> the capture+replay call (for a profile)."""
+    import torch
+
+    from attention_core.pretrained import capture, load_model, replay, tokenize
+
+    loaded = load_model(name, device="cpu")
+    rows = []
+    calls = {}
+    for n in sizes:
+        tokens = tokenize(loaded, PARAGRAPH * (n // 8 + 4), max_tokens=n)
+        ids, mask = tokens.ids.to(loaded.device), tokens.attention_mask.to(loaded.device)
+
+        def forward(ids=ids, mask=mask):
+            with torch.no_grad():
+                return loaded.runner(input_ids=ids, attention_mask=mask, output_attentions=True)
+
+        def captured(tokens=tokens):
+            return capture(loaded, tokens)
+
+        def both(tokens=tokens):
+            return replay(capture(loaded, tokens))
+
+        calls[tokens.length] = both
+        samples = interleaved({"forward": forward, "capture": captured, "both": both}, repeats_for(n))
+        rows.append(
+            {
+                "model": name,
+                "n": tokens.length,
+                "repeats": repeats_for(n),
+                "forward_s": median(samples["forward"]),
+                "capture_s": median(samples["capture"]),
+                "capture_replay_s": median(samples["both"]),
+                "ratio": ratio_median(samples, "both", "forward"),
+                "ratio_capture": ratio_median(samples, "capture", "forward"),
+                "samples": samples,
+            }
+        )
+    return rows, calls
+
+
+def run(cfg: Config) -> SectionResult:
+    models = cfg.pick(("minilm", "smollm2"), ("minilm",))
+    sizes = cfg.pick((16, 64, 128, 256, 512), (16,))
+
+    def repeats_for(n: int) -> int:
+        return cfg.pick(5 if n <= 128 else 3, 1)
+
+    result = SectionResult("models", "2. Model capture + replay vs a plain forward with attentions")
+    rows: list[dict] = []
+    worst: dict[str, dict] = {}
+    profiles: dict[str, str] = {}
+    for name in models:
+        model_rows, calls = bench_model(name, sizes, repeats_for)
+        rows += model_rows
+        worst_row = max(model_rows, key=lambda r: r["ratio"])
+        worst[name] = worst_row
+        if worst_row["ratio"] > TARGET_RATIO and not cfg.smoke:
+            call = calls[worst_row["n"]]
+            profiles[name] = (
+                f"{name}, n={worst_row['n']}, capture + replay. torch.profiler (ops by self CPU time):\n\n"
+                + code_block(torch_profile_table(call, row_limit=15))
+                + "\n\ncProfile (Python functions by own time):\n\n"
+                + code_block(cprofile_top(call, limit=15))
+            )
+        del calls
+        gc.collect()
+
+    result.data = {"rows": rows}
+    result.body = "\n\n".join(
+        [
+            "Bundled models on CPU, float32, eager attention; text = the benchmark paragraph cut at n tokens. "
+            "Median ms over interleaved rounds (after a warm-up); ratios are medians of per-round ratios.",
+            table(
+                [
+                    "model",
+                    "n",
+                    "rounds",
+                    "forward + attentions (ms)",
+                    "capture (ms)",
+                    "capture + replay (ms)",
+                    "capture / forward",
+                    "capture + replay / forward",
+                    f"<= {TARGET_RATIO}x",
+                ],
+                [
+                    [
+                        r["model"],
+                        r["n"],
+                        r["repeats"],
+                        ms(r["forward_s"]),
+                        ms(r["capture_s"]),
+                        ms(r["capture_replay_s"]),
+                        times(r["ratio_capture"]),
+                        times(r["ratio"]),
+                        "yes" if r["ratio"] <= TARGET_RATIO else "**no**",
+                    ]
+                    for r in rows
+                ],
+            ),
+            "![capture + replay over forward](results/models_ratio.png)",
+        ]
+    )
+    result.figures["models_ratio"] = plots.lines(
+        [r["n"] for r in rows if r["model"] == models[0]],
+        {name: [r["ratio"] for r in rows if r["model"] == name] for name in models},
+        title="capture + replay time / forward-with-attentions time",
+        x_title="tokens n",
+        y_title="ratio",
+        log_y=False,
+        guide=(f"target {TARGET_RATIO}x", TARGET_RATIO),
+    )
+    for name, row in worst.items():
+        met = row["ratio"] <= TARGET_RATIO
+        missed_at = [r["n"] for r in rows if r["model"] == name and r["ratio"] > TARGET_RATIO]
+        result.targets.append(
+            Target(
+                f"{name}: capture + replay <= 1.3x forward with attentions",
+                "<= 1.3x at every n",
+                f"worst {row['ratio']:.2f}x at n={row['n']}" + (f"; over at n = {missed_at}" if missed_at else ""),
+                met,
+                profiles.get(name, ""),
+            )
+        )
+    return result
