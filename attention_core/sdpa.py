@@ -97,6 +97,18 @@ def _check_inputs(query, key, value, attn_mask, is_causal, enable_gqa) -> None:
             ) from err
 
 
+def _empty_rows(attn_mask: torch.Tensor | None, weights: torch.Tensor) -> torch.Tensor:
+    """(..., H, L, 1) True where the mask allows no key at all; read off the (small) mask, not the scores."""
+    target = (*weights.shape[:-1], 1)
+    if attn_mask is None:
+        return torch.zeros((), dtype=torch.bool, device=weights.device).expand(target)
+    if attn_mask.dtype == torch.bool:
+        blocked = (~attn_mask).all(dim=-1, keepdim=True)  # (..., L, 1) every key blocked
+    else:
+        blocked = torch.isneginf(attn_mask).all(dim=-1, keepdim=True)  # every key at -inf
+    return blocked.expand(target)
+
+
 def causal_mask(num_queries: int, num_keys: int, device: torch.device | str | None = None) -> torch.Tensor:
     """(L, S) bool, True on and below the diagonal, aligned top-left as torch's ``is_causal``."""
     return torch.ones(num_queries, num_keys, dtype=torch.bool, device=device).tril()
@@ -145,8 +157,8 @@ def scaled_dot_product_attention(
     else:
         masked = scaled + attn_mask  # float mask is added
     weights = masked.softmax(dim=-1)  # (..., H, L, S) each row sums to 1
-    empty_rows = torch.isneginf(masked).all(dim=-1, keepdim=True)  # (..., H, L, 1) no key allowed
-    if attn_mask is not None:
+    empty_rows = _empty_rows(attn_mask, weights)  # (..., H, L, 1) no key allowed
+    if attn_mask is not None and empty_rows.any():
         weights = weights.masked_fill(empty_rows, 0.0)  # not NaN: an empty row attends to nothing
     used = torch.dropout(weights, dropout_p, train=True) if dropout_p > 0 else weights
     output = used @ value  # (..., H, L, Ev)  weighted sum of values
