@@ -290,7 +290,9 @@ def build_trace(request: TraceRequest, loaded_facts: ModelFacts, cap: Capture, n
         model_attentions=_np(cap.attentions),
         replay=replay_captured,
         replay_hidden=replay_hidden,
-        core_vs_model=None if model is None else float(np.abs(core.weights - model.weights).max())
+        core_vs_model=None
+        if model is None
+        else float(np.abs(core.weights - model.weights).max())
         if core.weights.shape == model.weights.shape
         else None,
         facts=facts,

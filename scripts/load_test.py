@@ -48,9 +48,9 @@ SENTENCES = (
     "Positional encodings tell attention where each word stands.",
     "Masks decide which keys a query may see at all.",
 )
-SIGNATURE = """() => { const g = [...document.querySelectorAll('.js-plotly-plot')]
-    .find(el => el.data && el.data[0] && el.data[0].name === 'weights');
-    return g ? JSON.stringify(g.data[0].z) : ''; }"""
+SIGNATURE = """() => { const charts = [...document.querySelectorAll('.js-plotly-plot')].filter(el => el.data);
+    const g = charts.find(el => el.data[0] && el.data[0].name === 'weights') || charts[0];
+    return g ? JSON.stringify(g.data.map(t => t.z || t.y || null)) : ''; }"""
 ERRORS_IN_PAGE = """() => document.querySelectorAll(
     '[data-testid="stException"], [data-testid="stAlertContentError"]').length"""
 
@@ -109,10 +109,10 @@ async def _wait_change(page, before: str, timeout_s: float) -> str | None:
     return None
 
 
-async def _open(browser, url: str, sentence: str, timeout_s: float):
+async def _open(browser, url: str, sentence: str, view: str, timeout_s: float):
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
     page = await context.new_page()
-    await page.goto(f"{url}/?text={quote(sentence)}")
+    await page.goto(f"{url}/?text={quote(sentence)}" + (f"&view={view}" if view != "derivation" else ""))
     signature = await _wait_change(page, "", timeout_s)
     return context, page, signature
 
@@ -134,6 +134,7 @@ async def _session(index: int, page, signature: str, stop_at: float, state: dict
             signature = await page.evaluate(SIGNATURE)
         else:
             state["latencies"].append(time.perf_counter() - started)
+            state["per_session"][index] += 1
             signature = changed
         if await page.evaluate(ERRORS_IN_PAGE):
             state["errors"].append(f"session {index}: an error box or traceback is on the page")
@@ -149,15 +150,17 @@ async def _sample(pid: int, state: dict, stop: asyncio.Event) -> None:
             pass
 
 
-async def _drive(url: str, pid: int, sessions: int, seconds: float, settle_s: float, timeout_s: float) -> dict:
+async def _drive(
+    url: str, pid: int, sessions: int, seconds: float, settle_s: float, timeout_s: float, view: str = "derivation"
+) -> dict:
     from playwright.async_api import async_playwright
 
-    state: dict = {"errors": [], "latencies": [], "rss": []}
+    state: dict = {"errors": [], "latencies": [], "rss": [], "per_session": [0] * sessions}
     numbers: dict = {"rss_start_mb": rss_mb(pid)}
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
         browser_errors: list[str] = []
-        context, page, signature = await _open(browser, url, SENTENCES[0], 180)  # warm-up: loads the model
+        context, page, signature = await _open(browser, url, SENTENCES[0], view, 180)  # warm-up: loads the model
         if not signature:
             state["errors"].append("warm-up session: no chart")
         await context.close()
@@ -168,7 +171,7 @@ async def _drive(url: str, pid: int, sessions: int, seconds: float, settle_s: fl
         sampler = asyncio.create_task(_sample(pid, state, stop))
         started = time.monotonic()
         opened = await asyncio.gather(
-            *(_open(browser, url, SENTENCES[i % len(SENTENCES)], 180) for i in range(sessions))
+            *(_open(browser, url, SENTENCES[i % len(SENTENCES)], view, 180) for i in range(sessions))
         )
         numbers["open_s"] = time.monotonic() - started
         for i, (_, page, signature) in enumerate(opened):
@@ -197,6 +200,7 @@ async def _drive(url: str, pid: int, sessions: int, seconds: float, settle_s: fl
         sessions=sessions,
         seconds=seconds,
         updates=len(latencies),
+        min_updates_per_session=min(state["per_session"]),
         errors=len(state["errors"]),
         error_samples=state["errors"][:10],
         latency_p50_s=statistics.median(latencies) if latencies else float("nan"),
@@ -206,10 +210,15 @@ async def _drive(url: str, pid: int, sessions: int, seconds: float, settle_s: fl
     return numbers
 
 
-def run(sessions: int = 10, seconds: float = 60.0, settle_s: float = 10.0, timeout_s: float = 60.0) -> dict:
+def run(
+    sessions: int = 10, seconds: float = 60.0, settle_s: float = 10.0, timeout_s: float = 60.0, view: str = "derivation"
+) -> dict:
     """Start the app, drive ``sessions`` browser sessions for ``seconds``, return the measurements.
 
-    Keys: sessions, seconds, updates, errors, error_samples, latency_p50_s, latency_p95_s,
+    ``view``: the page each session shows ("derivation", the default page, draws 12 charts; "compare"
+    one). The chart watched is the softmax weights (derivation) or the view's first chart.
+
+    Keys: sessions, seconds, updates, min_updates_per_session, errors, error_samples, latency_p50_s, latency_p95_s,
     latency_max_s, open_s, interaction_s, server_cpu_s, machine_cpu_s (busy CPU seconds of the
     server and of the whole machine, browsers included, during the interaction), rss_start_mb,
     rss_baseline_mb, rss_peak_mb, rss_after_mb.
@@ -221,12 +230,14 @@ def run(sessions: int = 10, seconds: float = 60.0, settle_s: float = 10.0, timeo
         pid = server_pid(int(url.rsplit(":", 1)[1]))
         if pid is None:
             raise RuntimeError("could not find the streamlit server's process")
-        return asyncio.run(_drive(url, pid, sessions, seconds, settle_s, timeout_s))
+        numbers = asyncio.run(_drive(url, pid, sessions, seconds, settle_s, timeout_s, view))
+        return {**numbers, "view": view}
 
 
 def summary(numbers: dict) -> str:
     return (
-        f"{numbers['sessions']} sessions x {numbers['interaction_s']:.0f} s: {numbers['updates']} updates, "
+        f"{numbers['sessions']} sessions ({numbers.get('view', 'derivation')} view, opened in "
+        f"{numbers['open_s']:.0f} s) x {numbers['interaction_s']:.0f} s: {numbers['updates']} updates, "
         f"{numbers['errors']} errors; latency p50 {numbers['latency_p50_s']:.2f} s, "
         f"p95 {numbers['latency_p95_s']:.2f} s, max {numbers['latency_max_s']:.2f} s; CPU: server "
         f"{numbers['server_cpu_s']:.0f} s of {numbers['machine_cpu_s']:.0f} s used on the machine "
@@ -241,9 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--settle", type=float, default=10.0, help="seconds to wait after closing the sessions")
+    parser.add_argument("--view", default="derivation", help="derivation (12 charts, the default page) or compare")
     parser.add_argument("--json", type=Path, help="also write the numbers to this file")
     args = parser.parse_args(argv)
-    numbers = run(args.sessions, args.seconds, args.settle)
+    numbers = run(args.sessions, args.seconds, args.settle, view=args.view)
     print(summary(numbers))
     for sample in numbers["error_samples"]:
         print("  error:", sample)

@@ -1,0 +1,44 @@
+"""Issue 8, load: ten browser sessions interact with one server for a minute, with no errors.
+
+The engine is scripts/load_test.py (one Chromium, ten contexts, asyncio); each session flips the
+scaling control and waits for the "Core vs model" chart to show the new numbers. Latency and memory are
+printed, not asserted against a target: on a 2-core machine ten Chromium renderers take most of the
+CPU, so the latency measures the machine more than the server. Memory is asserted loosely: after
+the sessions close, the server holds no more than its peak and at most a bounded amount over its
+warm baseline (caches are bounded; a leak would grow with every session).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+from tests.browser import ROOT, chromium_path
+
+pytestmark = [pytest.mark.slow, pytest.mark.browser]
+
+SESSIONS = 10
+SECONDS = 60.0
+VIEW = "compare"  # one chart per page: ten pages of the 12-chart derivation view take ~3.5 min on 2 cores
+RETAINED_MB = 768  # caches (captures, traces, the model's allocations) stay below this after a run
+
+
+def _engine():
+    spec = importlib.util.spec_from_file_location("load_test", ROOT / "scripts" / "load_test.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_ten_sessions_for_a_minute():
+    if not chromium_path():
+        pytest.skip("Debian chromium is not installed (make test installs it: apt-get install chromium)")
+    engine = _engine()
+    numbers = engine.run(sessions=SESSIONS, seconds=SECONDS, settle_s=8.0, timeout_s=120.0, view=VIEW)
+    print("\n" + engine.summary(numbers))
+    assert numbers["errors"] == 0, numbers["error_samples"]
+    assert numbers["interaction_s"] >= SECONDS
+    assert numbers["min_updates_per_session"] >= 1  # every session was answered
+    assert numbers["rss_after_mb"] <= numbers["rss_peak_mb"]
+    assert numbers["rss_after_mb"] - numbers["rss_baseline_mb"] < RETAINED_MB, numbers
