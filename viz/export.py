@@ -112,9 +112,15 @@ def write_matrix_csv(path: Path, matrix: np.ndarray, row_labels: Sequence[str], 
     matrix = np.asarray(matrix)
     with open(path, "w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["", *col_labels])
+        writer.writerow(["", *(csv_safe(c) for c in col_labels)])
         for label, row in zip(row_labels, matrix, strict=True):
-            writer.writerow([label, *(repr(float(v)) for v in row)])
+            writer.writerow([csv_safe(label), *(repr(float(v)) for v in row)])
+
+
+def csv_safe(label) -> str:
+    """Token text as a CSV cell that a spreadsheet shows as text, never runs as a formula."""
+    text = str(label)
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 
 
 def _jsonable(value: Any) -> Any:

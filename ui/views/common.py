@@ -39,15 +39,10 @@ def csv_bytes(matrix: np.ndarray, rows, cols) -> bytes:
     """A labelled matrix as CSV (token labels as plain text; no spreadsheet formulas)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
-    writer.writerow(["", *(_safe(c) for c in cols)])
+    writer.writerow(["", *(viz_export.csv_safe(c) for c in cols)])
     for label, row in zip(rows, np.asarray(matrix), strict=True):
-        writer.writerow([_safe(label), *(f"{float(v):.9g}" for v in row)])
+        writer.writerow([viz_export.csv_safe(label), *(f"{float(v):.9g}" for v in row)])
     return buffer.getvalue().encode("utf-8")
-
-
-def _safe(text) -> str:
-    text = str(text)
-    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
 
 
 def _image(fig, fmt: str):
