@@ -179,7 +179,8 @@ def model_layer_trace(cap: Capture, layer: int) -> LayerTrace | None:
         return None
     heads = layer_cap.attentions.shape[0]
     replayed = replay_layer(cap, layer)  # the pre-softmax steps the model does not return
-    allowed = np.isfinite(_np(replayed.masked)).all(axis=0) & (_np(replayed.masked) > -1e30).all(axis=0)
+    masked = _np(replayed.masked)  # (H, L, S); the model blocks with -inf or finfo.min
+    allowed = (np.isfinite(masked) & (masked > -1e30)).all(axis=0)  # (L, S)
     projection = layer_cap.projection
     return LayerTrace(
         q=_np(layer_cap.q),
@@ -187,7 +188,7 @@ def model_layer_trace(cap: Capture, layer: int) -> LayerTrace | None:
         v=_np(_repeat_kv(layer_cap.v, heads)),
         scores=_np(replayed.scores),
         scaled=_np(replayed.scaled),
-        masked=_np(replayed.masked),
+        masked=masked,
         weights=_np(layer_cap.attentions),
         output=_np(layer_cap.attn_output),
         mask=allowed,
