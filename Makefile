@@ -23,7 +23,7 @@ test: setup-browser lint
 	.venv/bin/python -m pytest $(PYTEST_ARGS)
 
 bench: setup-browser
-	.venv/bin/python -m benchmarks
+	.venv/bin/python -m benchmarks $(BENCH_ARGS)
 
 verify: setup
 	.venv/bin/python -m attention_core verify --text "The cat sat on the mat because it was tired."

@@ -120,16 +120,29 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.threads:  # children (streamlit, the memory probe) read the environment; this process is told
         os.environ["OMP_NUM_THREADS"] = os.environ["MKL_NUM_THREADS"] = str(args.threads)
-    threads = configure_threads()  # as the app does: no more torch threads than the CPUs this process may use
+    threads = app_threads = configure_threads()  # as the app: no more torch threads than the CPUs it may use
     if args.threads:
         import torch
 
         torch.set_num_threads(args.threads)
         threads = args.threads
+        notes.append(
+            f"torch threads were set to {threads} with --threads (the app would use {app_threads} here). The "
+            "thread check in the machine table shows why on a shared machine: while other work holds the cores, "
+            "threads that wait for each other can make one call many times slower than a single thread."
+        )
     machine, versions = common.machine(), common.versions()
-    machine["thread_check_ms"] = common.thread_check(threads)
+    machine["command"] = " ".join(["python -m benchmarks", *(argv if argv is not None else sys.argv[1:])])
+    machine["thread_check_ms"] = common.thread_check(threads, machine["cpus_usable"] or threads)
     started = time.perf_counter()
     results = [run_section(key, cfg) for key in SECTION_ORDER if key in keys]
+    machine["load_average_end"] = [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None
+    source_end = common.source_state()
+    if source_end != versions.get("attention-lens (git)"):
+        notes.append(
+            f"the source changed while the benchmark ran (start: {versions.get('attention-lens (git)')}; "
+            f"end: {source_end}); processes started later (the app server, the memory probe) may have run newer code"
+        )
     images: list[str] = []
     if cfg.png:
         figures = {name: fig for r in results for name, fig in r.figures.items()}

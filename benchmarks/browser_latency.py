@@ -2,7 +2,8 @@
 
 The app runs as in the browser tests (``tests/browser.py``'s ``streamlit_app``, Debian chromium
 through Playwright, headless). The text and ``max_tokens`` = n go in the URL (settings live in the
-URL). After the page has settled, a script in the page notes ``performance.now()`` at the click's
+URL; the app keeps only the first 2,000 characters of a link's text, so the text is made of short
+words: 512 MiniLM tokens in about 1,300 characters). After the page has settled, a script in the page notes ``performance.now()`` at the click's
 ``pointerdown`` and polls every 5 ms for the weights heatmap's data (a fingerprint of 16 x 16 sampled
 cells of ``el.data[0].z``, or of its base64 string when plotly keeps the typed array encoded, of the plot whose first trace is named "weights") to differ; the time it
 changes is when Plotly has the new figure (Plotly draws a heatmap synchronously in ``react``), and a
@@ -18,7 +19,7 @@ import time
 import urllib.parse
 
 from . import plots
-from .common import PARAGRAPH, Config, SectionResult, median, mib, ms, table
+from .common import Config, SectionResult, median, mib, ms, table
 
 TOGGLES = [("none (raw QKᵀ)", "first time"), ("÷ √d_k (the article)", "seen before"), ("none (raw QKᵀ)", "seen before")]
 WATCH = """() => {
@@ -73,10 +74,16 @@ WEIGHTS_READY = """() => [...document.querySelectorAll('.js-plotly-plot')]
 IDLE = """() => { const s = document.querySelector('[data-testid="stStatusWidget"]');
                  return !s || !s.innerText.includes('Running'); }"""
 CHROMIUM_EXTRA = ["--enable-precise-memory-info"]
+TRACE_CAP_ENV, TRACE_CAP_MB = "ATTENTION_LENS_MAX_TRACE_MB", "400"  # the default 128 MB caps MiniLM at 316 tokens
+
+
+SHORT_WORDS = "I am a cat. It is on a mat. We go to it so do you. "  # about 2.6 characters per MiniLM token
+URL_TEXT_MAX = 1500  # a link keeps at most 2,000 characters of text (ui/settings.py): 512 tokens fit in 1,324
 
 
 def text_for(n: int) -> str:
-    return (PARAGRAPH * (n // 8 + 4)).strip()
+    """At least n MiniLM tokens in a text short enough to survive the app's URL (short words, no commas)."""
+    return (SHORT_WORDS * (n // 8 + 2))[:URL_TEXT_MAX].strip()
 
 
 def settle(page, timeout_ms: float) -> None:
@@ -90,7 +97,7 @@ def measure_n(browser, base: str, n: int, toggles, timeout_ms: float) -> dict:
     page = browser.new_page(viewport={"width": 1366, "height": 900})
     cdp = page.context.new_cdp_session(page)
     cdp.send("Performance.enable")
-    query = urllib.parse.urlencode({"text": text_for(n), "max_tokens": n}, quote_via=urllib.parse.quote)
+    query = urllib.parse.urlencode({"text": text_for(n), "max_tokens": n})  # spaces as '+': a shorter link
     started = time.perf_counter()
     page.goto(f"{base}/?{query}", timeout=timeout_ms)
     page.wait_for_function(WEIGHTS_READY, timeout=timeout_ms)
@@ -146,7 +153,7 @@ def run(cfg: Config) -> SectionResult:
     toggles = cfg.pick(TOGGLES, TOGGLES[:1])
     timeout_ms = cfg.pick(180_000, 90_000)
     rows = []
-    with streamlit_app() as base, sync_playwright() as p:
+    with streamlit_app(env={TRACE_CAP_ENV: TRACE_CAP_MB}) as base, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS + CHROMIUM_EXTRA)
         try:
             for n in sizes:
@@ -163,14 +170,16 @@ def run(cfg: Config) -> SectionResult:
         [
             "Headless Debian chromium (Playwright), viewport 1366 x 900, the app started by "
             "`tests/browser.py`'s `streamlit_app` (MiniLM, derivation view: X, Q, K, V, scores, scaled, masked, "
-            "weights, output heatmaps). Text and `max_tokens=n` set in the URL. 'first time' = the first toggle "
-            "of scaling to none (the server computes that trace); 'seen before' = toggling back and again "
+            "weights, output heatmaps). Text (short words, so that n=512 tokens fit in the 2,000 characters of "
+            "text a link keeps) and `max_tokens=n` set in the URL; n = the token count the weights heatmap shows. "
+            f"The server runs with {TRACE_CAP_ENV}={TRACE_CAP_MB} (its default, 128 MB per trace, caps MiniLM at "
+            "316 tokens). 'first time' = the first toggle of scaling to none (the server computes that trace); 'seen before' = toggling back and again "
             "(cached traces; the figures are still rebuilt, sent and redrawn). Changed = click until the "
             "weights heatmap holds new data; painted = until the next frame after that.",
             table(
                 [
                     "n",
-                    "first chart after navigation (s)",
+                    "first chart after navigation (s; the first n also loads the model)",
                     "click→changed, first time (ms)",
                     "click→painted, first time (ms)",
                     "click→changed, seen before (ms)",

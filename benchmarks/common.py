@@ -119,19 +119,21 @@ def ratio_median(samples: dict[str, list[float]], top: str, bottom: str) -> floa
 # ---------------------------------------------------------------- profiles for missed targets
 
 
-def torch_profile_table(fn: Callable[[], Any], row_limit: int = 12) -> str:
-    """torch.profiler's table of ``fn`` (CPU ops by self time), run once after one warm-up call."""
+def torch_profile_table(fn: Callable[[], Any], row_limit: int = 12, warmup: bool = True) -> str:
+    """torch.profiler's table of ``fn`` (CPU ops by self time), run once (after one warm-up call)."""
     from torch.profiler import ProfilerActivity, profile
 
-    fn()
+    if warmup:
+        fn()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         fn()
     return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=row_limit)
 
 
-def cprofile_top(fn: Callable[[], Any], limit: int = 15, sort: str = "tottime") -> str:
+def cprofile_top(fn: Callable[[], Any], limit: int = 15, sort: str = "tottime", warmup: bool = True) -> str:
     """cProfile's top ``limit`` lines of ``fn`` (after one warm-up call), paths shortened to the repo."""
-    fn()
+    if warmup:
+        fn()
     profiler = cProfile.Profile()
     profiler.enable()
     fn()
@@ -206,14 +208,14 @@ def machine() -> dict[str, Any]:
     }
 
 
-def thread_check(threads: int) -> dict[str, float]:
-    """Median ms of a fixed small batched matmul at 1 thread and at ``threads``: on a busy machine more
-    threads can be much slower (they wait for each other while other work holds the cores)."""
+def thread_check(threads: int, cpus: int) -> dict[str, float]:
+    """Median ms of a fixed small batched matmul at 1 thread, at ``threads`` and at ``cpus``: on a busy
+    machine more threads can be much slower (they wait for each other while other work holds the cores)."""
     import torch
 
     a, b = torch.randn(12, 256, 64), torch.randn(12, 64, 256)
     found = {}
-    for count in sorted({1, threads}):
+    for count in sorted({1, threads, cpus}):
         torch.set_num_threads(count)
         for _ in range(5):
             a @ b
@@ -252,6 +254,29 @@ def _command_version(*cmd: str) -> str | None:
     return out.splitlines()[0] if out else None
 
 
+def source_state() -> str | None:
+    """The commit measured, and whether files outside benchmarks/ differed from it (read-only git calls)."""
+    if not shutil.which("git"):
+        return None
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=30
+        ).stdout.strip()
+        changed = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if not commit:
+        return None
+    others = sorted({line[3:] for line in changed if not line[3:].startswith("benchmarks/")})
+    return commit + (f" + uncommitted changes in {', '.join(others)}" if others else "")
+
+
 def versions() -> dict[str, str | None]:
     found: dict[str, str | None] = {}
     for name in PACKAGES:
@@ -263,6 +288,7 @@ def versions() -> dict[str, str | None]:
 
     browser = chromium_path()
     found["chromium"] = _command_version(browser, "--version") if browser else None
+    found["attention-lens (git)"] = source_state()
     found["node"] = _command_version("node", "--version")
     found["npm"] = _command_version("npm", "--version")
     return found

@@ -205,8 +205,8 @@ def run(cfg: Config) -> SectionResult:
             why = (
                 f"Where the time goes at n={TARGET_N} (torch.profiler, one call, ops by self CPU time). "
                 "The core runs the same two matmuls as torch's math backend; the difference is the extra full "
-                "passes over the (H, n, n) scores that it keeps as separate tensors (scale, softmax, the "
-                "empty-row check) and the memory they allocate.\n\ncore:\n\n"
+                "passes over the (H, n, n) scores that it keeps as separate tensors (scaling, masking, softmax) "
+                "and the memory they allocate.\n\ncore:\n\n"
                 + code_block(torch_profile_table(lambda: fns["core"](q, k, v)))
                 + "\n\ntorch math backend:\n\n"
                 + code_block(torch_profile_table(lambda: fns["torch_math"](q, k, v)))

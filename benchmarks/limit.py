@@ -108,8 +108,8 @@ def run(cfg: Config) -> SectionResult:
                 table_rows,
             ),
             f"Where the core's time goes at n={profile_n} (torch.profiler, one call, ops by self CPU time): the "
-            "two `bmm` calls are the arithmetic; `mul` (scaling), `_softmax`, `isneginf`/`all` (the empty-row "
-            "check) each stream the (H, n, n) scores through memory once more.",
+            "two `bmm` calls are the arithmetic; every other op (`mul` for the scaling, `_softmax`, any masking) "
+            "streams the (H, n, n) scores through memory once more and writes a new tensor the trace keeps.",
             code_block(profile),
             "![GFLOP/s](results/limit_gflops.png)",
         ]

@@ -90,11 +90,18 @@ def run(cfg: Config) -> SectionResult:
         worst[name] = worst_row
         if worst_row["ratio"] > TARGET_RATIO and not cfg.smoke:
             call = calls[worst_row["n"]]
+            forward_s, capture_s, both_s = (worst_row[k] for k in ("forward_s", "capture_s", "capture_replay_s"))
             profiles[name] = (
-                f"{name}, n={worst_row['n']}, capture + replay. torch.profiler (ops by self CPU time):\n\n"
-                + code_block(torch_profile_table(call, row_limit=15))
+                f"{name}, n={worst_row['n']}: the forward with attentions takes {ms(forward_s)} ms, capture "
+                f"{ms(capture_s)} ms ({capture_s / forward_s:.2f}x: the hooks cost little), capture + replay "
+                f"{ms(both_s)} ms. So replay adds {ms(both_s - capture_s)} ms ({(both_s - capture_s) / forward_s:.2f}x "
+                "the forward): it recomputes every layer's attention with the core (two bmm, then scaling, masking "
+                "and softmax, each a full pass over (H, n, n)) and compares it with the model's weights "
+                "(abs, max): work of the same size as the model's own attention, a growing share of the forward "
+                "as n grows. Profiles of one capture + replay call:\n\ntorch.profiler (ops by self CPU time):\n\n"
+                + code_block(torch_profile_table(call, row_limit=15, warmup=False))
                 + "\n\ncProfile (Python functions by own time):\n\n"
-                + code_block(cprofile_top(call, limit=15))
+                + code_block(cprofile_top(call, limit=15, warmup=False))
             )
         del calls
         gc.collect()

@@ -198,7 +198,8 @@ def run(cfg: Config) -> SectionResult:
             "attentions. bertviz 1.4.1 with its JavaScript served locally through `page.route` (see "
             "`benchmarks/jslibs.py`: jQuery 2.0.0 is not on npm, 2.1.0 stands in). Build = Python time to make "
             f"the HTML. Browser = navigation until the view is drawn and painted (time limit "
-            f"{timeout_ms / 1e3:.0f} s). bertviz writes every weight as a decimal number in JSON (all layers, "
+            f"{timeout_ms / 1e3:.0f} s, checked only when the page's main thread is free: a page busy in one long "
+            "script can pass it and still be timed to its end). bertviz writes every weight as a decimal number in JSON (all layers, "
             "in both views); the app sends float32 arrays (base64)."
             + lib_sizes
             + (f"\n\nBrowser part skipped: {browser_note}." if browser_note else ""),

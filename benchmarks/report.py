@@ -101,7 +101,8 @@ def write(
     lines = [
         "# Attention Lens: benchmarks",
         "",
-        f"Generated {machine['date']} by `python -m benchmarks`{' --smoke (tiny sizes: not real numbers)' if cfg.smoke else ''}. "
+        f"Generated {machine['date']} by `{machine.get('command', 'python -m benchmarks')}`"
+        f"{' (smoke: tiny sizes, not real numbers)' if cfg.smoke else ''}. "
         "One run on a shared machine (other work ran at the same time): compare numbers within a table, where "
         "they were measured side by side, more than across tables.",
         "",
@@ -124,7 +125,10 @@ def write(
                 ],
                 ["memory", f"{machine['memory_gib']} GiB"],
                 ["GPU", machine["gpu"] or "none (CPU only)"],
-                ["load average at start (1, 5, 15 min)", machine["load_average"]],
+                [
+                    "load average at start / end (1, 5, 15 min)",
+                    f"{machine['load_average']} / {machine.get('load_average_end')}",
+                ],
                 ["OS", machine["os"]],
                 ["Python", machine["python"]],
                 *[[name, version or "not installed"] for name, version in versions.items()],
