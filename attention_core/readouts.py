@@ -35,3 +35,8 @@ def step_readouts(head: HeadTrace) -> dict[str, float]:
         "max_weight": float(weights.max(axis=-1).mean()),
         "uniform_entropy": math.log(weights.shape[-1]),
     }
+
+
+def top_keys(weights_row: np.ndarray, count: int = 3) -> list[int]:
+    """Key positions of one query row's ``count`` largest weights, largest first."""
+    return [int(j) for j in np.argsort(weights_row, kind="stable")[::-1][:count]]

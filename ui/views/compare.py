@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from attention_core.traces import ModelTrace
+from viz.compare import max_abs_difference
 from viz.views import figures_for_trace, matrices_for_trace
 
 from ..settings import Settings
@@ -22,7 +23,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         return
     figs = figures_for_trace(trace, "compare", head=h, theme=settings.theme, show_values=settings.show_values or None)
     data = matrices_for_trace(trace, "compare", head=h)
-    diff = abs(trace.core.head(h).weights - trace.model.head(h).weights).max()
+    diff = max_abs_difference(trace.core.head(h).weights, trace.model.head(h).weights)
     if trace.departures:
         st.warning(
             f"Max |difference| of the weights: **{diff:.2e}**. The settings depart from the model (listed above), "

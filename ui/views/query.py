@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from attention_core.readouts import top_keys
 from attention_core.traces import ModelTrace
 from viz.labels import plain_labels
 from viz.views import figures_for_trace, matrices_for_trace
@@ -37,5 +38,5 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     data = matrices_for_trace(trace, "query", head=trace.head, query=i)
     figure(figs["query"], "query", data["query_contributions"])
     head = trace.core.head(trace.head)
-    top = head.weights[i].argsort()[::-1][:3]
+    top = top_keys(head.weights[i], 3)
     st.caption("Largest weights: " + ", ".join(f"'{plain(labels[j], 60)}' ({head.weights[i, j]:.3f})" for j in top))
