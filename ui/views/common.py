@@ -62,26 +62,20 @@ def figure(fig, key: str, data=None, *, caption: str | None = None) -> None:
         st.caption(caption)
     cols = st.columns([1, 1, 1, 3])
     problem = image_export_problem()
-    cols[0].download_button(
-        "SVG",
-        b"" if problem else _image(fig, "svg"),
-        file_name=f"{key}.svg",
-        mime="image/svg+xml",
-        key=f"svg_{key}",
-        on_click="ignore",
-        disabled=problem is not None,
-        help=problem or "Vector image for slides (rendered on the server by kaleido).",
-    )
-    cols[1].download_button(
-        "PNG",
-        b"" if problem else _image(fig, "png"),
-        file_name=f"{key}.png",
-        mime="image/png",
-        key=f"png_{key}",
-        on_click="ignore",
-        disabled=problem is not None,
-        help=problem or "Slide-sized PNG with the white 'slides' theme.",
-    )
+    for col, fmt, mime, what in (
+        (cols[0], "svg", "image/svg+xml", "Vector image for slides (rendered on the server by kaleido)."),
+        (cols[1], "png", "image/png", "Slide-sized PNG with the white 'slides' theme."),
+    ):
+        col.download_button(
+            fmt.upper(),
+            b"" if problem else _image(fig, fmt),
+            file_name=f"{key}.{fmt}",
+            mime=mime,
+            key=f"{fmt}_{key}",
+            on_click="ignore",
+            disabled=problem is not None,
+            help=problem or what,
+        )
     if problem and not st.session_state.get(_NOTE_KEY):
         st.session_state[_NOTE_KEY] = True
         cols[3].caption(problem)
