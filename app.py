@@ -28,6 +28,23 @@ def _threads() -> int:
     return configure_threads()
 
 
+def _prepare(name: str) -> None:
+    """Once per session and bundled model: the one-time conversion, with a progress bar."""
+    key = f"_prepared_{name}"
+    if st.session_state.get(key):
+        return
+    bar = st.empty()
+
+    def progress(message: str, fraction: float) -> None:
+        bar.progress(min(max(float(fraction), 0.0), 1.0), text=plain(f"{name}: {message}", 200))
+
+    try:
+        compute.prepare_bundled(name, progress)
+    finally:
+        bar.empty()
+    st.session_state[key] = True
+
+
 def _load(model: str):
     """(loaded model, its name): the chosen one, else the last one that loaded, else the default.
 
@@ -37,6 +54,7 @@ def _load(model: str):
     failed = []
     for name in fallbacks:
         try:
+            _prepare(name)
             with st.spinner(f"Loading {plain(name, 80)} (the first load of a model can take a while)..."):
                 loaded = compute.load_model(name)
         except compute.ServerBusy:

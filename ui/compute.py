@@ -71,6 +71,21 @@ def heavy():
         HEAVY_RUNS.release()
 
 
+_PREPARE = threading.Lock()  # one conversion of a bundled model at a time in the whole server
+
+
+def prepare_bundled(name: str, progress) -> None:
+    """Make a bundled model ready (SmolLM2: the one-time conversion) outside the cached loader, so the
+    page can show each step in a progress bar (a cached function may not draw into the page)."""
+    from attention_core.pretrained.bundled import bundled_name, prepare
+
+    bundled = bundled_name(name)
+    if bundled is None:
+        return
+    with _PREPARE, heavy():
+        prepare((bundled,), progress=progress)
+
+
 def models_dir() -> str | None:
     """Folder that local model paths must live in (ATTENTION_LENS_MODELS_DIR), if configured.
 
