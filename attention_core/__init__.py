@@ -8,6 +8,10 @@ Where each formula of the article lives:
 - variance vs d_k, saturation and gradients, O(n^2) cost,
   head statistics, permutation ................................. analysis.py
 - real models: load, capture q/k/v, replay ..................... pretrained/
+- the one path request -> ModelTrace (app, CLI, export) ......... request.py, pipeline.py, traces.py
+- pitfalls-lab numbers, derivation readouts ..................... lab.py, readouts.py
+- training lab (scaling decides learning), attention vs RNN ..... training.py, recurrence.py
+- command line: verify, bench .................................. __main__.py, bench.py
 """
 
 from .device import pick_device

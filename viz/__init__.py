@@ -12,6 +12,8 @@ Where each figure lives:
 - attention rollout across layers ................................. rollout.py
 - pitfalls: variance, saturation, cost, permutation ............... pitfalls.py
 - positional encodings and their similarity ....................... positional.py
+- sparse-mask savings and mask shapes ............................. sparse.py
+- training lab curves, attention vs recurrence .................... training.py
 - every figure / matrix for a ModelTrace (app and export) ......... views.py
 - PNG / SVG / HTML / CSV export, zip for the app .................. export.py
 """
