@@ -6,11 +6,13 @@ Semantics follow ``torch.nn.functional.scaled_dot_product_attention`` exactly (t
 tests compare against): boolean mask True = may attend, float mask added to the scores, ``is_causal``
 aligned top-left, ``scale`` keyword-only, grouped-query heads with ``enable_gqa``.
 
-One deliberate difference: where every key of a query row is masked, torch returns NaN for that
-row. Here such a row gets weights of exactly 0 and an output of exactly 0 (the query "attends to
-nothing"), and ``trace.empty_rows`` marks it, so a mask bug is visible instead of poisoning later
-layers with NaN. Half-precision inputs (float16, bfloat16) are computed in float32, as torch's math
-backend does on CPU; the output is cast back to the input dtype, the intermediates stay float32.
+A query row whose keys are all masked (boolean mask all False, or float mask all -inf) gets weights
+of exactly 0 and an output of exactly 0: the query "attends to nothing", and ``trace.empty_rows``
+marks it. A plain softmax over a row of -inf gives NaN (0/0), and older torch releases returned
+that NaN; the pinned torch 2.13 returns 0 for such a row too (checked on CPU with boolean and float
+masks, math and default backends), so the output here matches torch's there. Half-precision inputs
+(float16, bfloat16) are computed in float32, as torch's math backend does on CPU; the output is cast
+back to the input dtype, the intermediates stay float32.
 """
 
 from __future__ import annotations
@@ -159,7 +161,7 @@ def scaled_dot_product_attention(
     weights = masked.softmax(dim=-1)  # (..., H, L, S) each row sums to 1
     empty_rows = _empty_rows(attn_mask, weights)  # (..., H, L, 1) no key allowed
     if attn_mask is not None and empty_rows.any():
-        weights = weights.masked_fill(empty_rows, 0.0)  # not NaN: an empty row attends to nothing
+        weights = weights.masked_fill(empty_rows, 0.0)  # softmax gave NaN (0/0); 0 as torch: attends to nothing
     used = torch.dropout(weights, dropout_p, train=True) if dropout_p > 0 else weights
     output = used @ value  # (..., H, L, Ev)  weighted sum of values
     return SDPATrace(
