@@ -125,7 +125,7 @@ def test_corrupted_cache_is_detected_and_rebuilt(cache, capsys, damage):
     messages = []
     assert bundled.smollm2_folder(lambda m, f: messages.append(m)) == folder
     assert len(calls) == 2 and bundled.check_conversion(folder, bundled.smollm2_gguf()) is None
-    printed = capsys.readouterr().out
+    printed = capsys.readouterr().err  # progress goes to stderr
     assert "cannot be trusted" in printed and "rebuilding" in printed and "cannot be trusted" in messages[0]
 
 
@@ -133,7 +133,7 @@ def test_a_cache_that_does_not_load_is_converted_again(cache, capsys):
     _, calls = cache  # the stand-in converter writes a folder transformers cannot load
     with pytest.raises(ModelLoadError):
         load_model("smollm2")
-    assert len(calls) == 2 and "did not load" in capsys.readouterr().out
+    assert len(calls) == 2 and "did not load" in capsys.readouterr().err
 
 
 def test_stale_temporary_folders_are_cleaned(cache):
@@ -220,4 +220,4 @@ def test_smollm2_converts_once_and_replays(smollm2, capsys):
     assert bundled.check_conversion(folder, bundled.smollm2_gguf()) is None
     capsys.readouterr()
     again = load_model("smollm2")  # from the cache now: no conversion
-    assert "converting" not in capsys.readouterr().out and again.source == loaded.source
+    assert "converting" not in capsys.readouterr().err and again.source == loaded.source

@@ -68,8 +68,11 @@ def cache_root() -> Path:
 
 
 def say(progress: Progress | None, message: str, fraction: float) -> None:
-    """Report a step: to the callback when given, and always as a printed line."""
-    print(f"[attention-lens] {message}", flush=True)
+    """Report a step: to the callback when given, and always as a line on stderr.
+
+    Never stdout: that belongs to a command's result (``verify --json`` prints one JSON object there).
+    """
+    print(f"[attention-lens] {message}", file=sys.stderr, flush=True)
     if progress is not None:
         progress(message, fraction)
 
@@ -252,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name in names:
             folder = smollm2_folder(rebuild=args.rebuild) if name == "smollm2" else bundled_folder(name)
-            say(None, f"{name}: {folder}", 1.0)
+            print(f"{name}: {folder}", flush=True)  # the result, on stdout (progress went to stderr)
     except ModelLoadError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

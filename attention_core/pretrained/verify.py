@@ -5,12 +5,14 @@
 For every layer it prints max |core - model| of the attention weights and of the per-head outputs,
 replaying the model's own q, k, v ("qkv") and, where the core can, the layer's input X through the
 layer's own W^Q, W^K, W^V ("from X"). Exit status: 0 when every difference is within the tolerance,
-1 when one is not, 2 when the model could not be loaded or the text is unusable.
+1 when one is not, 2 when the model could not be loaded or the text is unusable. With ``--json``,
+stdout holds exactly one JSON object; progress and errors go to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 
@@ -57,14 +59,19 @@ def run(args: argparse.Namespace) -> int:
     """Load, capture, replay, print; returns the exit status (0 ok, 1 over tolerance, 2 unusable input)."""
     from . import capture, load_model, tokenize
 
+    # With --json, stdout carries the JSON object and nothing else: progress (the one-time SmolLM2
+    # conversion) goes to stderr, and so does anything a library prints while loading.
+    quiet = contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext()
     try:
-        loaded = load_model(args.model, revision=args.revision, device=args.device, models_dir=args.models_dir)
-        tokens = tokenize(loaded, args.text, max_tokens=args.max_tokens)
-        captured = capture(loaded, tokens)
+        with quiet:
+            loaded = load_model(args.model, revision=args.revision, device=args.device, models_dir=args.models_dir)
+            tokens = tokenize(loaded, args.text, max_tokens=args.max_tokens)
+            captured = capture(loaded, tokens)
     except ValueError as err:  # ModelLoadError is a ValueError
         print(f"error: {err}", file=sys.stderr)
         return 2
-    rows = _rows(captured)
+    with quiet:
+        rows = _rows(captured)
     failed = [r["layer"] for r in rows if not _worst(r) <= args.tolerance]
     ok = bool(rows) and not failed
     if args.json:
