@@ -9,7 +9,7 @@ import subprocess
 import sys
 import types
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pytest
@@ -196,3 +196,69 @@ def test_viz_never_imports_torch_or_streamlit():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# --- CSV: one writer for the slides zip and the per-figure button, labels guarded against formulas ------
+
+FORMULA_TOKENS = ("=SUM(A1)", "-cmd", "@x", "+1", "plain", "-0.5")  # token text that a spreadsheet could run
+
+
+def test_csv_safe_guards_text_and_leaves_numbers():
+    for text in ("=SUM(A1)", "-cmd", "@x", "+1", "-0.5", "\tx", "\rx"):
+        assert export_module.csv_safe(text) == "'" + text  # text: shown as text, never run
+    assert export_module.csv_safe("plain") == "plain" and export_module.csv_safe("a=b") == "a=b"
+    for number in (-0.5, -3, np.float32(-0.25), np.int64(-2)):
+        assert float(export_module.csv_safe(number)) == float(number)  # a number label stays a number
+
+
+def test_matrix_csv_writes_numbers_that_read_back_exactly():
+    values = np.array([[-0.5, 0.1], [np.float32(1) / 3, -1e-8]], dtype=np.float32)
+    rows = list(csv.reader(io.StringIO(export_module.matrix_csv(values, ["-cmd", "=x"], ["@a", "b"]))))
+    assert rows == [["", "'@a", "b"], ["'-cmd", "-0.5", "0.1"], ["'=x", rows[2][1], rows[2][2]]]
+    assert np.array_equal(np.array([[float(v) for v in r[1:]] for r in rows[1:]], dtype=np.float32), values)
+    with pytest.raises(ValueError, match="labels"):
+        export_module.matrix_csv(values, ["a"], ["b", "c"])
+
+
+def _cells(text: str) -> list[list[str]]:
+    return list(csv.reader(io.StringIO(text)))
+
+
+def _check_guarded(name: str, table: list[list[str]]) -> int:
+    """Every label cell guarded, every value cell a parseable float; returns how many values were negative."""
+    header, body = table[0], table[1:]
+    labels = [*header[1:], *(row[0] for row in body)]
+    for label in labels:
+        assert label[:1] not in ("=", "+", "-", "@"), f"{name}: unguarded label {label!r}"
+    negatives = 0
+    for row in body:
+        for cell in row[1:]:
+            value = float(cell)  # a number, not text: -0.5 stays -0.5
+            negatives += value < 0 and cell.startswith("-")
+    return negatives
+
+
+def test_every_csv_guards_formula_tokens_in_the_zip_and_per_figure(monkeypatch):
+    from ui.views.common import csv_bytes  # the per-figure download button's CSV
+
+    trace = replace(make_trace(), tokens=FORMULA_TOKENS)
+    monkeypatch.setattr(export_module, "find_browser", lambda: None)
+    data = export_zip(trace, "csv", view="all")
+    matrices = {}
+    for view in VIEWS:
+        matrices.update(matrices_for_trace(trace, view))
+    guarded_tokens = {"'" + t for t in FORMULA_TOKENS if t[0] in "=+-@"}
+    negatives = 0
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        csv_names = sorted(n for n in archive.namelist() if n.endswith(".csv"))
+        assert csv_names == sorted(f"{name}.csv" for name in matrices)  # every matrix, one CSV each
+        seen_guarded: set[str] = set()
+        for file_name in csv_names:
+            text = archive.read(file_name).decode("utf-8")
+            table = _cells(text)
+            negatives += _check_guarded(file_name, table)
+            seen_guarded |= {cell for row in table for cell in row} & guarded_tokens
+            per_figure = csv_bytes(*matrices[file_name.removesuffix(".csv")]).decode("utf-8")
+            assert per_figure == text, file_name  # the same writer: byte for byte the same CSV
+    assert seen_guarded == guarded_tokens  # "'=SUM(A1)", "'-cmd", "'@x", "'+1", "'-0.5" all written guarded
+    assert negatives > 0  # negative scores really were written, and as plain numbers

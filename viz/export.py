@@ -107,18 +107,45 @@ def figure_image(fig: go.Figure, fmt: str, *, theme: str = "slides", scale: floa
     return kaleido.calc_fig_sync(fig.to_dict(), opts=dict(format=fmt, width=width, height=height, scale=scale))
 
 
+def matrix_csv(matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str]) -> str:
+    """A labelled matrix as CSV text: the one writer behind every CSV (slides zip and per-figure button).
+
+    A header of column labels, then one labelled row per matrix row. Labels go through ``csv_safe``
+    (token text a spreadsheet must never run as a formula); the numbers are written as numbers, in
+    the shortest form that reads back to the same value of their dtype (so -0.5 stays -0.5, a
+    parseable float, and float32 values are exact).
+    """
+    values = np.asarray(matrix)
+    if values.ndim != 2:
+        raise ValueError(f"a CSV needs a 2-D matrix, got shape {values.shape}")
+    if not np.issubdtype(values.dtype, np.floating):
+        values = values.astype(np.float64)
+    if values.shape != (len(row_labels), len(col_labels)):
+        raise ValueError(
+            f"matrix {values.shape} does not match {len(row_labels)} row and {len(col_labels)} column labels"
+        )
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["", *(csv_safe(c) for c in col_labels)])
+    for label, row in zip(row_labels, values, strict=True):
+        writer.writerow([csv_safe(label), *(str(v) for v in row)])  # numpy's shortest round-trip repr
+    return buffer.getvalue()
+
+
 def write_matrix_csv(path: Path, matrix: np.ndarray, row_labels: Sequence[str], col_labels: Sequence[str]) -> None:
-    """A CSV with a header of column labels and one labelled row per matrix row (full precision)."""
-    matrix = np.asarray(matrix)
-    with open(path, "w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(["", *(csv_safe(c) for c in col_labels)])
-        for label, row in zip(row_labels, matrix, strict=True):
-            writer.writerow([csv_safe(label), *(repr(float(v)) for v in row)])
+    """``matrix_csv`` written to ``path`` (UTF-8)."""
+    Path(path).write_text(matrix_csv(matrix, row_labels, col_labels), encoding="utf-8", newline="")
 
 
 def csv_safe(label) -> str:
-    """Token text as a CSV cell that a spreadsheet shows as text, never runs as a formula."""
+    """A label as a CSV cell that a spreadsheet shows as text, never runs as a formula.
+
+    Text starting with = + - @ (or a tab or carriage return, which OWASP lists too) gets a leading
+    apostrophe, the usual guard against CSV formula injection: "=SUM(A1)" is written "'=SUM(A1)".
+    A label that is a number (an int or float, not text) is written as it is: it cannot be a formula.
+    """
+    if isinstance(label, int | float | np.integer | np.floating) and not isinstance(label, bool):
+        return str(label)
     text = str(label)
     return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text
 

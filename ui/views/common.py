@@ -6,9 +6,6 @@ the numbers are made only when their button is clicked (deferred), so reruns sta
 
 from __future__ import annotations
 
-import csv
-import io
-
 import numpy as np
 import streamlit as st
 
@@ -36,13 +33,8 @@ def new_page() -> None:
 
 
 def csv_bytes(matrix: np.ndarray, rows, cols) -> bytes:
-    """A labelled matrix as CSV (token labels as plain text; no spreadsheet formulas)."""
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(["", *(viz_export.csv_safe(c) for c in cols)])
-    for label, row in zip(rows, np.asarray(matrix), strict=True):
-        writer.writerow([viz_export.csv_safe(label), *(f"{float(v):.9g}" for v in row)])
-    return buffer.getvalue().encode("utf-8")
+    """A labelled matrix as CSV, by the same writer as the slides zip (labels guarded against formulas)."""
+    return viz_export.matrix_csv(matrix, rows, cols).encode("utf-8")
 
 
 def _image(fig, fmt: str):
