@@ -14,6 +14,7 @@ from viz.sparse import mask_patterns_figure, sparse_cost_figure
 from .. import compute
 from ..settings import Settings
 from ..text import plain
+from . import claims
 from .common import figure
 
 PITFALLS = {
@@ -27,6 +28,7 @@ PITFALLS = {
 def render(trace: ModelTrace, settings: Settings) -> None:
     choice = st.radio("Pitfall", list(PITFALLS), format_func=PITFALLS.get, horizontal=True, key="pitfall")
     {"scaling": _scaling, "cost": _cost, "order": _order, "sparse": _sparse}[choice](trace, settings)
+    claims.render(trace, settings)
 
 
 def _scaling(trace: ModelTrace, settings: Settings) -> None:
