@@ -4,9 +4,10 @@ Every load goes through ``AutoConfig``/``AutoTokenizer``/``AutoModel`` (``AutoMo
 for decoder checkpoints) with ``attn_implementation="eager"`` (the sdpa kernels return no attention
 weights), ``use_safetensors=True`` (pickle weights can run code), ``trust_remote_code=False`` and an
 optional ``revision``. Hub ids go through the local Hugging Face cache; when the hub cannot be
-reached, only the cache is used (see ``network.py``). After loading, a short probe sentence is
-captured and replayed, so a model that returns no attentions fails here, and one whose q/k/v cannot
-be captured still loads with a notice.
+reached, only the cache is used (see ``network.py``). A hub id or local folder whose config declares
+more parameters than $ATTENTION_LENS_MAX_PARAMS is refused from config.json alone (``size.py``).
+After loading, a short probe sentence is captured and replayed, so a model that returns no
+attentions fails here, and one whose q/k/v cannot be captured still loads with a notice.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .errors import ModelLoadError, explain
 from .families import AttentionSite, find_sites, model_facts, projection_weights
 from .network import hub_reachable
 from .paths import is_hub_id, resolve_local
+from .size import check_size
 
 Progress = Callable[[str, float], None]
 PROBE_TEXT = "The quick brown fox jumps over the lazy dog."
@@ -143,7 +145,8 @@ def load_model(
             _check_folder(folder, name)
         hub = {"revision": revision} if folder is None and revision else {}
         offline = folder is None and not hub_reachable()
-        return _load(name, str(folder) if folder is not None else name, hub, offline, target, notices, progress, 0.0)
+        source = str(folder) if folder is not None else name
+        return _load(name, source, hub, offline, target, notices, progress, 0.0, check_limit=True)
     if revision:
         notices.append(f"The bundled model {name} has one version; revision {revision!r} was ignored.")
     base = 0.7  # the one-time SmolLM2 conversion takes most of a first load
@@ -166,8 +169,12 @@ def _scaled(progress: Progress | None, start: float, stop: float) -> Progress | 
     return lambda message, fraction: progress(message, start + (stop - start) * fraction)
 
 
-def _load(name, source, hub, offline, target, notices, progress, base) -> LoadedModel:
-    """Config, tokenizer, weights, attention sites and the probe, from a folder or hub id."""
+def _load(name, source, hub, offline, target, notices, progress, base, *, check_limit=False) -> LoadedModel:
+    """Config, tokenizer, weights, attention sites and the probe, from a folder or hub id.
+
+    ``check_limit``: refuse, from the config alone, a model larger than $ATTENTION_LENS_MAX_PARAMS
+    (see size.py) before the tokenizer or any weights are fetched or read.
+    """
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
     progress = _scaled(progress, base, 1.0)
@@ -185,10 +192,13 @@ def _load(name, source, hub, offline, target, notices, progress, base) -> Loaded
             "encoder-decoder models (T5, BART, ...) are not supported",
             "Pick an encoder (BERT-like) or a decoder (GPT-2- or Llama-like) model",
         )
+    loader = AutoModelForCausalLM if _is_causal_lm(config) else AutoModel
+    if check_limit:
+        _step(progress, f"Checking the size of {name} from its configuration", 0.15)
+        check_size(config, loader, name)
     _step(progress, f"Loading the tokenizer of {name}", 0.2)
     tokenizer = _from_pretrained(AutoTokenizer, source, name, offline, **hub)
     _step(progress, f"Loading the weights of {name}", 0.3)
-    loader = AutoModelForCausalLM if _is_causal_lm(config) else AutoModel
     model = _from_pretrained(
         loader, source, name, offline, attn_implementation="eager", use_safetensors=True, dtype=torch.float32, **hub
     )
