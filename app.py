@@ -128,7 +128,7 @@ def main() -> None:
     fixes += sidebar.fit_to_model(loaded.facts, len(cap.tokens.labels))
     _show_fixes(fixes)
     with st.sidebar:
-        sidebar.controls(loaded.facts, len(cap.tokens.labels))
+        head_slot = sidebar.controls(loaded.facts, len(cap.tokens.labels))
     settings = replace(sidebar.read_settings(model), text=text)
     st.query_params.from_dict(to_query_params(settings))
     if len(text) > URL_TEXT_CHARS:
@@ -141,20 +141,44 @@ def main() -> None:
         st.error(plain(str(err), 600), icon=":material/warning:")
         return
     header.render(trace, str(device), settings)
-    view = (
-        st.segmented_control(
-            "View",
-            VIEWS,
-            key="view",
-            format_func=VIEW_LABELS.get,
-            selection_mode="single",
-            label_visibility="collapsed",
+    view_panel(trace, settings, head_slot)
+
+
+@st.fragment
+def view_panel(trace, settings, head_slot) -> None:
+    """Everything that only chooses what to look at (head, view, query, statistic) reruns only this part:
+    the trace is the cached one, nothing is recomputed, and only this panel is sent and redrawn."""
+    try:
+        sidebar.head_slider(head_slot, trace.core.num_heads)
+        view = (
+            st.segmented_control(
+                "View",
+                VIEWS,
+                key="view",
+                format_func=VIEW_LABELS.get,
+                selection_mode="single",
+                label_visibility="collapsed",
+            )
+            or "derivation"
         )
-        or "derivation"
+        settings = replace(settings, **sidebar.view_only())
+        st.query_params.from_dict(to_query_params(settings))
+        trace = compute.with_head(trace, settings.head)
+        views.render(view, trace, settings)
+        if view in EXPORTABLE:
+            export.slides_button(trace, settings, EXPORTABLE[view])
+    except compute.ServerBusy as err:
+        st.warning(plain(str(err)), icon=":material/hourglass_top:")
+    except Exception as err:  # a fragment rerun is not inside main()'s guard: same message, never a traceback
+        _went_wrong(err)
+
+
+def _went_wrong(err: Exception) -> None:
+    st.error(
+        f"Something went wrong ({type(err).__name__}). Change a control or reload the page. "
+        f"Details: {plain(str(err), 400)}",
+        icon=":material/error:",
     )
-    views.render(view, trace, settings)
-    if view in EXPORTABLE:
-        export.slides_button(trace, settings, EXPORTABLE[view])
 
 
 try:
@@ -162,8 +186,4 @@ try:
 except compute.ServerBusy as err:
     st.warning(plain(str(err)), icon=":material/hourglass_top:")
 except Exception as err:  # last line of defence: a message, never a traceback in the page
-    st.error(
-        f"Something went wrong ({type(err).__name__}). Change a control or reload the page. "
-        f"Details: {plain(str(err), 400)}",
-        icon=":material/error:",
-    )
+    _went_wrong(err)

@@ -144,7 +144,8 @@ def _per_head(w: torch.Tensor, heads: int, total_heads: int) -> np.ndarray:
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
-    return t.detach().to("cpu", torch.float64).numpy()
+    """float32 numpy, zero-copy for a CPU float32 tensor: the numbers exactly as computed, held once."""
+    return t.detach().to("cpu", torch.float32).numpy()
 
 
 def _repeat_kv(t: torch.Tensor, heads: int) -> torch.Tensor:

@@ -12,8 +12,9 @@ from .traces import HeadTrace
 def step_readouts(head: HeadTrace) -> dict[str, float]:
     """Variance before/after scaling, blocked cells, empty rows, row sums, entropy of one head."""
     allowed = head.mask  # (L, S)
-    finite_scores = head.scores[allowed] if allowed.any() else head.scores.ravel()
-    weights = head.weights  # (L, S)
+    scores = np.asarray(head.scores, dtype=np.float64)  # (L, S) sums in float64 whatever the trace holds
+    finite_scores = scores[allowed] if allowed.any() else scores.ravel()
+    weights = np.asarray(head.weights, dtype=np.float64)  # (L, S)
     logs = np.where(weights > 0, np.log(np.where(weights > 0, weights, 1.0)), 0.0)
     entropy = -(weights * logs).sum(axis=-1)  # (L,)
     sums = weights.sum(axis=-1)  # (L,)

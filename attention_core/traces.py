@@ -1,6 +1,6 @@
 """Numpy traces: what the core and the real model computed, handed to viz/ and the app.
 
-Everything here is plain numpy (float64 for display, bool for masks) in frozen dataclasses, so the
+Everything here is plain numpy (float32 exactly as computed, held once and shared read-only; bool for masks) in frozen dataclasses, so the
 layers above never touch torch. Shapes use SDPA's letters: L queries, S keys, D = d_model,
 E = d_k (head dim of q and k), Ev = d_v, H heads.
 """

@@ -1,13 +1,19 @@
-"""Cached calls into attention_core. Models: cache_resource (shared, read-only); traces: cache_data.
+"""Cached calls into attention_core, shared by every session of the server, never copied.
+
+What a click costs (see docs/INTERACTION.md): settings split into those that decide numbers (the
+request without ``head``) and those that only choose what to look at (head, query, view,
+statistic). Models live in ``st.cache_resource``; captures, traces and per-capture summaries live
+in one byte-bounded ``Store`` (ATTENTION_LENS_CACHE_MB, default 1024): held by reference, float32,
+computed once even when many sessions ask at the same moment, nothing pickled per rerun.
 
 Resources, for a server shared by many sessions:
 - ``heavy()``: at most ATTENTION_LENS_MAX_HEAVY (default 2) model loads, forwards or trace builds run
   at once in the whole server; others queue. A thread that already holds a slot never waits for a
   second one (no self-deadlock, even with a limit of 1), and a queue longer than
   ATTENTION_LENS_HEAVY_WAIT_S (default 120 s) ends in ``ServerBusy`` with a message, not a hang.
-- ``token_budget(facts)``: the most tokens a trace of this model may hold on this server, so one
-  trace stays under ATTENTION_LENS_MAX_TRACE_MB (default 128 MB): the app caps longer inputs with a notice.
-- the caches hold a bounded number of captures and traces.
+- ``token_budget(facts)``: the most tokens one request may hold so its capture (every layer's weights)
+  and its trace stay under ATTENTION_LENS_MAX_TRACE_MB (default 1536 MB): the app caps longer inputs
+  with a notice. At the default, MiniLM computes its full 512 positions and SmolLM2 about 1,100 tokens.
 - local model folders are refused unless ATTENTION_LENS_MODELS_DIR names the folder they must be in.
 """
 
@@ -17,8 +23,9 @@ import contextlib
 import math
 import os
 import threading
-from dataclasses import astuple
+from dataclasses import astuple, replace
 
+import numpy as np
 import streamlit as st
 
 from attention_core import lab, pipeline
@@ -35,7 +42,10 @@ def _env_number(name: str, default: float, low: float) -> float:
 
 MAX_HEAVY = int(_env_number("ATTENTION_LENS_MAX_HEAVY", 2, 1))
 HEAVY_WAIT_S = _env_number("ATTENTION_LENS_HEAVY_WAIT_S", 120.0, 1.0)
-MAX_TRACE_MB = _env_number("ATTENTION_LENS_MAX_TRACE_MB", 128.0, 1.0)
+MAX_TRACE_MB = _env_number("ATTENTION_LENS_MAX_TRACE_MB", 1536.0, 1.0)
+CACHE_MB = _env_number("ATTENTION_LENS_CACHE_MB", 1024.0, 16.0)
+TRACE_MAPS_PER_HEAD = 7  # (L, S) float32 maps a trace owns per head: core scores, scaled, masked, weights;
+# the model's replayed scores, scaled, masked (its weights are views of the capture's buffer)
 HEAVY_RUNS = threading.BoundedSemaphore(MAX_HEAVY)
 _held = threading.local()
 
@@ -95,19 +105,51 @@ def models_dir() -> str | None:
     return os.environ.get("ATTENTION_LENS_MODELS_DIR") or None
 
 
-def token_budget_for(num_layers: int, num_heads: int) -> int:
-    """The most tokens one trace may hold so it stays under MAX_TRACE_MB (at least 16).
+def request_bytes(num_layers: int, num_heads: int, tokens: int) -> int:
+    """Bytes of float32 (L, L) maps one request holds: the capture's weights of every layer and head,
+    plus the trace's own maps of the chosen layer (the big terms; vectors are linear in L)."""
+    return 4 * tokens**2 * (num_layers * num_heads + TRACE_MAPS_PER_HEAD * num_heads)
 
-    A trace keeps float64 (L, L) maps: the model's attentions for every layer and head, and about
-    eight per head of the chosen layer (scores, scaled, masked, weights of the core and the model).
-    """
-    maps = max(1, num_layers * num_heads + 8 * num_heads)
-    return max(16, math.isqrt(int(MAX_TRACE_MB * 2**20 / 8 / maps)))
+
+def token_budget_for(num_layers: int, num_heads: int) -> int:
+    """The most tokens one request may hold so ``request_bytes`` stays under MAX_TRACE_MB (at least 16)."""
+    per_token2 = request_bytes(num_layers, num_heads, 1)
+    return max(16, math.isqrt(int(MAX_TRACE_MB * 2**20 / per_token2)))
 
 
 def token_budget(facts) -> int:
     """token_budget_for this model's layers and heads."""
     return token_budget_for(facts.num_layers, facts.num_heads)
+
+
+def _nbytes(*arrays) -> int:
+    return sum(int(a.nbytes) for a in arrays if a is not None)
+
+
+def capture_bytes(cap) -> int:
+    layers = [layer for layer in cap.layers]
+    owned = [cap.attentions]
+    for layer in layers:
+        owned += [layer.hidden_in, layer.q, layer.k, layer.v, layer.attn_output]
+    return _nbytes(*owned)
+
+
+def trace_bytes(trace) -> int:
+    """What a trace owns (the model's weights and ``model_attentions`` are views of the capture's buffer)."""
+    own = [trace.core.scores, trace.core.scaled, trace.core.masked, trace.core.weights, trace.core.q, trace.core.k,
+           trace.core.v, trace.core.output, trace.core.x]
+    if trace.model is not None:
+        own += [trace.model.scores, trace.model.scaled, trace.model.masked, trace.model.q, trace.model.k,
+                trace.model.v, trace.model.output]
+    return _nbytes(*own)
+
+
+@st.cache_resource(show_spinner=False)
+def store():
+    """The one byte-bounded cache of captures, traces and summaries in this server (see ui/store.py)."""
+    from .store import Store
+
+    return Store(int(CACHE_MB * 2**20))
 
 
 @st.cache_resource(max_entries=3, show_spinner=False)
@@ -117,25 +159,71 @@ def load_model(name: str):
         return pipeline.load(TraceRequest(model=name), models_dir=folder, allow_local=folder is not None)
 
 
-@st.cache_resource(max_entries=16, show_spinner=False)
 def capture(name: str, text: str, max_tokens: int, pad_to: int):
-    loaded = load_model(name)
-    with heavy():
-        return pipeline.capture_text(loaded, TraceRequest(model=name, text=text, max_tokens=max_tokens, pad_to=pad_to))
+    """The model run once on this text with hooks: shared by every session asking for the same input."""
+
+    def run():
+        loaded = load_model(name)
+        with heavy():
+            request = TraceRequest(model=name, text=text, max_tokens=max_tokens, pad_to=pad_to)
+            return pipeline.capture_text(loaded, request)
+
+    return store().get(("capture", name, text, max_tokens, pad_to), run, capture_bytes)
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
-def trace(key: tuple, _request: TraceRequest, _notices: tuple = ()):
-    """``key`` (the request as a tuple) is what is hashed; the request object itself is not."""
-    request = _request
-    loaded = load_model(request.model)
-    cap = capture(request.model, request.text, request.max_tokens, request.pad_to)
-    with heavy():
-        return pipeline.build_trace(request, loaded.facts, cap, _notices)
+def numbers_key(request: TraceRequest) -> tuple:
+    """What decides the numbers: the request without ``head`` (a head change only picks a slice)."""
+    return astuple(replace(request, head=0))
 
 
 def trace_for(request: TraceRequest, notices=()):
-    return trace(astuple(request), request, tuple(notices))
+    """The trace for ``request``: built once per numbers key, then only its ``head`` is set (no copy)."""
+
+    def build():
+        loaded = load_model(request.model)
+        cap = capture(request.model, request.text, request.max_tokens, request.pad_to)
+        with heavy():
+            return pipeline.build_trace(replace(request, head=0), loaded.facts, cap, tuple(notices))
+
+    trace = store().get(("trace", numbers_key(request), tuple(notices)), build, trace_bytes)
+    return with_head(trace, request.head)
+
+
+def with_head(trace, head: int):
+    """The same trace looking at another head (a shallow copy: every array shared)."""
+    head = min(max(int(head), 0), trace.core.num_heads - 1)
+    return trace if head == trace.head else replace(trace, head=head)
+
+
+def _summary_key(trace, request: TraceRequest) -> tuple:
+    """The model's weights belong to the capture (text, model, sizes); the core's to the whole request."""
+    if trace.model_attentions is not None:
+        return ("capture", request.model, request.text, request.max_tokens, request.pad_to)
+    return ("trace", numbers_key(request))
+
+
+def overview(trace, request: TraceRequest, statistic: str) -> np.ndarray:
+    """(layers, heads) statistic of the model's (or the core's) weights, once per capture and statistic."""
+    from viz.stats import overview_matrix
+    from viz.views import heads_source
+
+    attentions, _, _ = heads_source(trace)
+    key = ("overview", statistic, _summary_key(trace, request))
+    return store().get(key, lambda: overview_matrix(attentions, statistic), _nbytes_value)
+
+
+def rollout(trace, request: TraceRequest) -> np.ndarray | None:
+    """Attention rollout (L, S) across the model's layers, once per capture."""
+    from viz.rollout import attention_rollout
+
+    if trace.model_attentions is None:
+        return None
+    key = ("rollout", _summary_key(trace, request))
+    return store().get(key, lambda: attention_rollout(trace.model_attentions), _nbytes_value)
+
+
+def _nbytes_value(value) -> int:
+    return int(getattr(value, "nbytes", 0))
 
 
 @st.cache_data(show_spinner=False)
@@ -155,6 +243,11 @@ def saturation_curve(num_keys: int = 16, seed: int = 0):
 @st.cache_data(show_spinner=False)
 def sparse_entries(window: int, stride: int):
     return lab.sparse_mask_entries(window=window, stride=stride)
+
+
+@st.cache_data(show_spinner=False)
+def sparse_reach(window: int, stride: int, n: int = 2048):
+    return lab.sparse_reach(n, window=window, stride=stride)
 
 
 def cost_table(ns: tuple[int, ...], device: str):

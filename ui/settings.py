@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 
 from attention_core.device import available_devices
 from attention_core.request import CHOICES, LIMITS, TraceRequest, coerce_fields
+from viz.stats import STATISTICS as STATISTIC_LABELS
 
 VIEWS = ("derivation", "compare", "heads", "query", "pitfalls", "training")
 VIEW_LABELS = {
@@ -39,7 +40,10 @@ class Settings(TraceRequest):
         return TraceRequest(**{f.name: getattr(self, f.name) for f in fields(TraceRequest)})
 
 
-STATISTICS = ("entropy", "max_weight", "diagonal_distance", "previous_token", "first_token")
+STATISTICS = tuple(STATISTIC_LABELS)  # defined once, in viz.stats
+# Controls that only choose what to look at: they rerun the view alone (a fragment) and never recompute.
+# (head is a TraceRequest field for the command line; the app's caches leave it out of their keys.)
+VIEW_ONLY = ("head", "view", "query", "statistic")
 UI_CHOICES["statistic"] = STATISTICS
 
 # The ranges the sidebar's widgets offer (narrower than the core's LIMITS). A link's value outside
@@ -111,6 +115,7 @@ __all__ = [
     "URL_TEXT_CHARS",
     "VIEWS",
     "VIEW_LABELS",
+    "VIEW_ONLY",
     "clamp_to_ui",
     "from_query_params",
     "to_query_params",

@@ -9,7 +9,7 @@ import streamlit as st
 from attention_core.device import available_devices
 from attention_core.request import LIMITS
 
-from .settings import THEMES, UI_RANGES, Settings, clamp_to_ui
+from .settings import THEMES, UI_RANGES, VIEW_ONLY, Settings, clamp_to_ui
 
 EXAMPLES = {
     "The animal didn't cross the street because it was too tired.": "coreference: what does 'it' attend to?",
@@ -144,14 +144,13 @@ def fit_to_model(facts, num_tokens: int) -> list[str]:
     return [n for n in notices if n] + fixes
 
 
-def controls(facts, num_tokens: int) -> None:
-    """Every other control. ``facts`` of the loaded model bound the layer and head sliders (see fit_to_model)."""
-    heads = facts.num_heads if st.session_state.get("source") == "replay" else int(st.session_state.get("heads", 4))
+def controls(facts, num_tokens: int):
+    """Every other control; returns the empty slot beside the layer slider where the view draws the head
+    slider (a view-only control: it reruns only the view, see app.py). ``facts`` bound the layer slider."""
     col_layer, col_head = st.columns(2)
     if facts.num_layers > 1:
         col_layer.slider("Layer", 0, facts.num_layers - 1, key="layer", help="Which transformer block to look at.")
-    if heads > 1:
-        col_head.slider("Head", 0, heads - 1, key="head", help="Which attention head of that layer.")
+    head_slot = col_head.empty()
 
     with st.expander("Scaling", expanded=True):
         st.radio(
@@ -246,6 +245,24 @@ def controls(facts, num_tokens: int) -> None:
             key="max_tokens",
             help="Longer text is cut here (and at the model's limit), with a notice.",
         )
+    return head_slot
+
+
+def head_slider(slot, num_heads: int) -> None:
+    """The head slider, drawn by the view into ``slot`` (see ``controls``)."""
+    if num_heads > 1:
+        slot.slider("Head", 0, num_heads - 1, key="head", help="Which attention head of that layer.")
+
+
+def view_only() -> dict:
+    """The view-only settings as the widgets hold them now (read inside the view's fragment)."""
+    values = {name: st.session_state[name] for name in VIEW_ONLY if name in st.session_state}
+    for name in ("head", "query"):
+        if name in values:
+            values[name] = int(values[name])
+    if not values.get("view"):
+        values["view"] = "derivation"
+    return values
 
 
 def read_settings(model: str) -> Settings:

@@ -10,11 +10,12 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .checks import as_array, as_mask, check_labels
-from .heatmaps import add_matrix, colour_axis, style_axis, wants_values
+from .heatmaps import add_block_matrix, add_matrix, colour_axis, style_axis, wants_values
 from .stats import SHORT_NAMES, STATISTICS, overview_matrix
 from .theme import SEQUENTIAL_OTHER, apply_theme
 
 GRID_TICKS_MAX = 12  # token ticks on the outer panels of the grid up to this many tokens
+GRID_DISPLAY_MAX = 96  # a panel shows at most this many cells per side (about its pixels); above, block means
 PANEL_HEIGHT = 230  # pixels per grid row
 
 
@@ -63,12 +64,18 @@ def head_grid(
         vertical_spacing=min(0.12, 0.35 / grid_rows),
     )
     ticks = max(rows, cols) <= GRID_TICKS_MAX
+    thumbnails = max(rows, cols) > GRID_DISPLAY_MAX
+    block = 1
     for h in range(heads):
         r, c = divmod(h, grid_cols)
-        add_matrix(
-            fig, weights[h], row=r + 1, col=c + 1, mask=mask, row_tokens=query_tokens, col_tokens=key_tokens,
-            value_name="weight", name=f"head {h}", blocked_text="0", show_values=False,
-        )
+        if thumbnails:  # more cells than a panel has pixels: send a display copy, not H full matrices
+            block = add_block_matrix(fig, weights[h], row=r + 1, col=c + 1, mask=mask, max_side=GRID_DISPLAY_MAX,
+                                     value_name="weight", name=f"head {h}")
+        else:
+            add_matrix(
+                fig, weights[h], row=r + 1, col=c + 1, mask=mask, row_tokens=query_tokens, col_tokens=key_tokens,
+                value_name="weight", name=f"head {h}", blocked_text="0", show_values=False,
+            )
         style_axis(fig, "y", rows, tokens=query_tokens, row=r + 1, col=c + 1, show_ticks=ticks and c == 0,
                    title="query" if c == 0 and r == grid_rows - 1 else None)
         last_in_column = h + grid_cols >= heads
@@ -76,7 +83,9 @@ def head_grid(
                    title="key" if last_in_column and c == 0 else None)
     layer_text = "" if layer is None else f"layer {layer}: "
     fig.update_layout(
-        title_text=title if title is not None else f"{layer_text}all {heads} heads   ({rows} queries × {cols} keys)",
+        title_text=title if title is not None else f"{layer_text}all {heads} heads   ({rows} queries × {cols} keys)"
+        + (f"<br><sup>each cell: the mean of a {block}×{block} block (exact values: one head's views and CSV)</sup>"
+           if block > 1 else ""),
         coloraxis=colour_axis("sequential", title="weight", zmin=0.0, zmax=1.0),
         height=140 + PANEL_HEIGHT * grid_rows,
     )
@@ -97,7 +106,6 @@ def head_overview(
     ``attentions`` is (layers, H, L, S); ``statistic`` a key of ``viz.stats.STATISTICS``.
     ``selected`` = (layer, head) is outlined. The trace "overview" holds the (layers, H) values.
     """
-    attentions = as_array("attentions", attentions, 4)
     values = overview_matrix(attentions, statistic)
     return statistic_overview(values, statistic, selected=selected, show_values=show_values, title=title, theme=theme)
 

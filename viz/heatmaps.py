@@ -145,6 +145,56 @@ def add_matrix(
     return blocked
 
 
+def block_means(values: np.ndarray, mask: np.ndarray | None, max_side: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """A display copy no larger than ``max_side`` per side: (means, all_blocked, block) of b x b blocks.
+
+    Each display cell is the mean of the allowed cells of its block (NaN where every cell is blocked);
+    ``block`` = b is 1 (the values themselves) when both sides fit. For thumbnails whose panels have
+    fewer pixels than the matrix has cells: the exact values stay in the full-size figures and CSV.
+    """
+    rows, cols = values.shape
+    block = max(1, math.ceil(max(rows, cols) / max_side))
+    blocked = blocked_cells(values, mask)
+    if block == 1:
+        return np.where(blocked, np.nan, values), blocked, 1
+    pad_r, pad_c = -rows % block, -cols % block
+    allowed = np.pad(~blocked, ((0, pad_r), (0, pad_c)))  # padding counts as blocked
+    shown = np.pad(np.where(blocked, 0.0, values), ((0, pad_r), (0, pad_c)))
+    shape = (allowed.shape[0] // block, block, allowed.shape[1] // block, block)
+    counts = allowed.reshape(shape).sum(axis=(1, 3))  # (R', C') allowed cells per block
+    sums = shown.reshape(shape).sum(axis=(1, 3), dtype=np.float64)  # (R', C')
+    empty = counts == 0
+    return np.where(empty, np.nan, sums / np.maximum(counts, 1)), empty, block
+
+
+def add_block_matrix(
+    fig: go.Figure, values: np.ndarray, *, row: int, col: int, mask: np.ndarray | None, max_side: int,
+    coloraxis: str = "coloraxis", value_name: str = "value", name: str = "matrix",
+) -> int:
+    """Like ``add_matrix`` for a thumbnail: ``block_means`` drawn on the full matrix's integer axes
+    (a block spans b rows and b columns), hover names the block; returns the block size b."""
+    means, empty, block = block_means(values, mask, max_side)
+    centres_r = np.arange(means.shape[0]) * block + (block - 1) / 2  # (R',) centre of each block, in positions
+    centres_c = np.arange(means.shape[1]) * block + (block - 1) / 2
+    fig.add_trace(
+        go.Heatmap(
+            z=means.astype(np.float32), x=centres_c, y=centres_r, coloraxis=coloraxis, name=name, xgap=0, ygap=0,
+            hovertemplate=f"queries ≈ %{{y:.0f}} ± {block / 2:g}, keys ≈ %{{x:.0f}} ± {block / 2:g}"
+            f"<br>mean {value_name} of the {block}×{block} block %{{z:.4g}}<extra></extra>",
+        ),
+        row=row, col=col,
+    )
+    if empty.any():
+        fig.add_trace(
+            go.Heatmap(
+                z=empty.astype(np.uint8), x=centres_c, y=centres_r, colorscale=_TRANSPARENT_GREY, zmin=0, zmax=1,
+                showscale=False, hoverinfo="skip", name=f"{name} masked",
+            ),
+            row=row, col=col,
+        )
+    return block
+
+
 def mask_rectangles(blocked: np.ndarray) -> list[tuple[int, int, int, int]]:
     """Blocked cells as rectangles (row0, row1, col0, col1), inclusive, covering exactly the True cells.
 

@@ -18,13 +18,17 @@ from .heatmaps import matrix_heatmap
 
 
 def _mixed_layers(attentions, residual: float) -> np.ndarray:
-    attentions = as_array("attentions", attentions, 4)
+    attentions = np.asarray(attentions)
+    if attentions.ndim != 4:
+        raise ValueError(f"attentions must be 4-D (layers, H, L, S), got shape {attentions.shape}")
     layers, heads, rows, cols = attentions.shape
     if rows != cols:
         raise ValueError(f"rollout needs square attention (L == S), got attentions of shape {attentions.shape}")
     if not 0.0 <= residual <= 1.0:
         raise ValueError(f"residual must be in [0, 1], got {residual}")
-    mean = np.where(np.isfinite(attentions), attentions, 0.0).mean(axis=1)  # (layers, L, L) average over heads
+    mean = np.stack(  # (layers, L, L) average over heads, one layer at a time in float64
+        [np.where(np.isfinite(layer), layer, 0.0).mean(axis=0, dtype=np.float64) for layer in attentions]
+    )
     mixed = (1.0 - residual) * mean + residual * np.eye(rows)  # (layers, L, L) + identity for the residual path
     return mixed / mixed.sum(axis=-1, keepdims=True)  # row-normalised
 

@@ -23,7 +23,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .compare import compare_figure
-from .heads import head_grid, head_overview
+from .heads import head_grid, statistic_overview
 from .heatmaps import token_matrix_heatmap, weight_matrix_heatmap
 from .labels import plain_labels
 from .lines import attention_lines
@@ -68,7 +68,7 @@ def _statistics(statistic: str | None) -> tuple[str, ...]:
     return (statistic,)
 
 
-def _heads_source(trace: ModelTrace) -> tuple[np.ndarray, int, LayerTrace]:
+def heads_source(trace: ModelTrace) -> tuple[np.ndarray, int, LayerTrace]:
     """(attentions (layers, H, L, S), index of the trace's layer in it, the layer trace for its mask)."""
     if trace.model_attentions is not None:
         return np.asarray(trace.model_attentions), trace.layer, trace.model or trace.core
@@ -79,28 +79,35 @@ def _dims(count: int) -> list[str]:
     return [str(i) for i in range(count)]
 
 
-def _derivation_figures(head: HeadTrace, tokens: list[str], h: int, theme: str, show_values: bool | None) -> dict:
-    figures: dict[str, go.Figure] = {}
+DERIVATION_FIGURES = ("x", "w_q", "w_k", "w_v", "q", "k", "v", "scores", "scaled", "masked", "weights", "output")
+
+
+def _derivation_figures(
+    head: HeadTrace, tokens: list[str], h: int, theme: str, show_values: bool | None, only: tuple[str, ...] | None
+) -> dict:
+    """The derivation's figures by name, in order; ``only`` builds just those names (None: all)."""
     common = dict(theme=theme, show_values=show_values)
-    if head.x is not None:
-        figures["x"] = token_matrix_heatmap(head.x, tokens, name="X  (input)", **common)
+    scale_title = (
+        f"Scaled scores  QK<sup>T</sup> × {head.scale:.4g}   ({head.scaled.shape[0]} queries × {head.scaled.shape[1]} keys)"
+    )
+    builders = {
+        "x": None if head.x is None else lambda: token_matrix_heatmap(head.x, tokens, name="X  (input)", **common),
+        "q": lambda: token_matrix_heatmap(head.q, tokens, name="Q = XW<sup>Q</sup>", **common),
+        "k": lambda: token_matrix_heatmap(head.k, tokens, name="K = XW<sup>K</sup>", **common),
+        "v": lambda: token_matrix_heatmap(head.v, tokens, name="V = XW<sup>V</sup>", **common),
+        "scores": lambda: score_heatmap(head.scores, tokens, tokens, stage="scores", **common),
+        "scaled": lambda: score_heatmap(head.scaled, tokens, tokens, stage="scaled", **common, title=scale_title),
+        "masked": lambda: score_heatmap(head.masked, tokens, tokens, mask=head.mask, stage="masked", **common),
+        "weights": lambda: attention_heatmap(head.weights, tokens, tokens, mask=head.mask, **common),
+        "output": lambda: token_matrix_heatmap(head.output, tokens, name="Output  O = AV", **common),
+    }
     for key, letter in (("w_q", "Q"), ("w_k", "K"), ("w_v", "V")):
         weights = getattr(head, key)
-        if weights is not None:
-            figures[key] = weight_matrix_heatmap(weights, name=f"W<sup>{letter}</sup>  head {h}", **common)
-    figures["q"] = token_matrix_heatmap(head.q, tokens, name="Q = XW<sup>Q</sup>", **common)
-    figures["k"] = token_matrix_heatmap(head.k, tokens, name="K = XW<sup>K</sup>", **common)
-    figures["v"] = token_matrix_heatmap(head.v, tokens, name="V = XW<sup>V</sup>", **common)
-    figures["scores"] = score_heatmap(head.scores, tokens, tokens, stage="scores", **common)
-    figures["scaled"] = score_heatmap(
-        head.scaled, tokens, tokens, stage="scaled", **common,
-        title=f"Scaled scores  QK<sup>T</sup> × {head.scale:.4g}   "
-        f"({head.scaled.shape[0]} queries × {head.scaled.shape[1]} keys)",
-    )
-    figures["masked"] = score_heatmap(head.masked, tokens, tokens, mask=head.mask, stage="masked", **common)
-    figures["weights"] = attention_heatmap(head.weights, tokens, tokens, mask=head.mask, **common)
-    figures["output"] = token_matrix_heatmap(head.output, tokens, name="Output  O = AV", **common)
-    return figures
+        builders[key] = None if weights is None else (
+            lambda w=weights, t=letter: weight_matrix_heatmap(w, name=f"W<sup>{t}</sup>  head {h}", **common)
+        )
+    wanted = DERIVATION_FIGURES if only is None else only
+    return {name: builders[name]() for name in DERIVATION_FIGURES if name in wanted and builders[name] is not None}
 
 
 def figures_for_trace(
@@ -113,20 +120,25 @@ def figures_for_trace(
     show_values: bool | None = None,
     statistic: str | None = None,
     threshold: float = 0.05,
+    precomputed: dict[str, np.ndarray] | None = None,
+    only: tuple[str, ...] | None = None,
 ) -> dict[str, go.Figure]:
     """Every figure of ``view`` for ``trace``, by stable name (see the module docstring).
 
     ``head`` defaults to trace.head, ``query`` to the last token; ``statistic`` (a key of
     ``viz.stats.STATISTICS``) limits the heads view to one overview (default: all five);
     ``threshold`` is the smallest weight drawn in the lines view. ``show_values`` forces cell
-    values on or off (default: on for small matrices).
+    values on or off (default: on for small matrices). ``precomputed`` may hold summaries a caller
+    keeps once per capture ("overview_<statistic>" (layers, H), "rollout" (L, L)): they are used as is.
+    ``only`` (derivation) builds just the named figures, for a page that draws steps when opened.
     """
+    precomputed = precomputed or {}
     _check_view(view)
     tokens = list(trace.tokens)
     h = _head_index(trace, head)
     core_head = trace.core.head(h)
     if view == "derivation":
-        return _derivation_figures(core_head, tokens, h, theme, show_values)
+        return _derivation_figures(core_head, tokens, h, theme, show_values, only)
     if view == "compare":
         if trace.model is None:
             return {}
@@ -138,14 +150,17 @@ def figures_for_trace(
             )
         }
     if view == "heads":
-        attentions, layer, source = _heads_source(trace)
+        attentions, layer, source = heads_source(trace)
         figures = {
             "head_grid": head_grid(attentions[layer], tokens, tokens, mask=source.mask, layer=trace.layer, selected=h,
                                    theme=theme)
         }
         for name in _statistics(statistic):
-            figures[f"overview_{name}"] = head_overview(attentions, name, selected=(layer, h), show_values=show_values,
-                                                        theme=theme)
+            values = precomputed.get(f"overview_{name}")
+            figures[f"overview_{name}"] = statistic_overview(
+                overview_matrix(attentions, name) if values is None else values, name, selected=(layer, h),
+                show_values=show_values, theme=theme,
+            )
         return figures
     if view == "query":
         i = _query_index(trace, query)
@@ -161,10 +176,11 @@ def figures_for_trace(
     # rollout
     if trace.model_attentions is None:
         return {}
-    attentions = np.asarray(trace.model_attentions)
+    attentions = trace.model_attentions
+    rollout = precomputed.get("rollout")
     return {
-        "rollout": rollout_heatmap(attention_rollout(attentions), tokens, layers=attentions.shape[0],
-                                   show_values=show_values, theme=theme)
+        "rollout": rollout_heatmap(attention_rollout(attentions) if rollout is None else rollout, tokens,
+                                   layers=attentions.shape[0], show_values=show_values, theme=theme)
     }
 
 
@@ -213,7 +229,7 @@ def matrices_for_trace(
             "difference": (core - model, tokens, tokens),
         }
     if view == "heads":
-        attentions, layer, _ = _heads_source(trace)
+        attentions, layer, _ = heads_source(trace)
         matrices = {f"head_{i}_weights": (attentions[layer, i], tokens, tokens) for i in range(attentions.shape[1])}
         for name in _statistics(statistic):
             matrices[f"overview_{name}"] = (

@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 import math
 from dataclasses import dataclass
-from functools import cached_property, partial
+from functools import partial
 from typing import TYPE_CHECKING
 
 import torch
@@ -69,9 +69,13 @@ class Capture:
     family: str
     notices: tuple[str, ...] = ()
 
-    @cached_property
+    stacked: torch.Tensor | None = None  # (layers, H, L, S): the one buffer every layer's ``attentions`` views
+
+    @property
     def attentions(self) -> torch.Tensor:
-        """(layers, H, L, S) the model's returned weights, stacked on first use (a copy: 280 MB for SmolLM2 at 512)."""
+        """(layers, H, L, S) the model's returned weights: the capture's own buffer, never a copy."""
+        if self.stacked is not None:
+            return self.stacked
         return torch.stack([layer.attentions for layer in self.layers])
 
     @property
@@ -199,6 +203,20 @@ def _layer(site: AttentionSite, record: dict, attentions: torch.Tensor, projecti
     )
 
 
+def _stack_once(returned: list) -> torch.Tensor:
+    """The model's per-layer weights (1, H, L, S) as one float32 CPU buffer (layers, H, L, S).
+
+    Each layer is copied in and its own tensor released at once, so the peak is one buffer plus one
+    layer (``torch.stack`` would hold two full copies: 2.3 GB for SmolLM2 at 1,024 tokens).
+    """
+    first = returned[0].detach()[0]  # (H, L, S)
+    buffer = torch.empty((len(returned), *first.shape), dtype=torch.float32)  # (layers, H, L, S)
+    for index in range(len(returned)):
+        buffer[index].copy_(returned[index].detach()[0])  # exact: float32 -> float32 (or widened)
+        returned[index] = None  # release the model's tensor now
+    return buffer
+
+
 def _forward_kwargs(runner) -> dict:
     params = inspect.signature(runner.forward).parameters
     kwargs = {"output_attentions": True, "return_dict": True}
@@ -223,7 +241,8 @@ def capture(loaded: LoadedModel, tokens: Tokens) -> Capture:
             )
         finally:
             recorder.detach()
-    returned = getattr(outputs, "attentions", None)
+    returned = list(getattr(outputs, "attentions", None) or ())
+    del outputs  # the output object holds every layer's weights too; keep only ``returned``
     if not returned or any(a is None for a in returned):
         raise ModelLoadError(
             loaded.name,
@@ -231,7 +250,7 @@ def capture(loaded: LoadedModel, tokens: Tokens) -> Capture:
             "Load it with attn_implementation='eager'; Attention Lens does this itself, so this architecture "
             "may not support eager attention",
         )
-    attentions = [a.detach()[0].to("cpu", dtype=torch.float32) for a in returned]  # (H, L, S) per layer, no copy on CPU
+    attentions = _stack_once(returned)  # (layers, H, L, S): one buffer, each layer's own weights are views of it
     notes: list[str] = [tokens.notice] if tokens.notice else []
     masks: dict = {}
     rotaries: dict = {}
@@ -249,6 +268,7 @@ def capture(loaded: LoadedModel, tokens: Tokens) -> Capture:
         )
     return Capture(
         tokens=tokens,
+        stacked=attentions,
         layers=layers,
         facts=loaded.facts,
         family=loaded.family,

@@ -11,38 +11,59 @@ from viz.views import figures_for_trace, matrices_for_trace
 from ..settings import Settings
 from .common import figure
 
+LAZY_TOKENS = 96  # above this many tokens, the big steps are drawn only when their drawer is opened
+
+
+def _place(trace: ModelTrace, settings: Settings, names: tuple[str, ...], data: dict, columns: bool = False) -> None:
+    figs = figures_for_trace(
+        trace, "derivation", head=trace.head, theme=settings.theme, show_values=settings.show_values or None, only=names
+    )
+    slots = st.columns(len(figs)) if columns and len(figs) > 1 else [st.container() for _ in figs]
+    for slot, (name, fig) in zip(slots, figs.items(), strict=True):
+        with slot:
+            figure(fig, name, data.get(name))
+
+
+def _step(trace, settings, names, data, *, drawer: str | None = None, columns: bool = False) -> None:
+    """Draw ``names`` here, or inside a drawer that builds and sends them only while it is open."""
+    if drawer is None:
+        _place(trace, settings, names, data, columns)
+        return
+    box = st.expander(drawer, expanded=False, key=f"open_{names[0]}", on_change="rerun")
+    if box.open:
+        with box:
+            _place(trace, settings, names, data, columns)
+
 
 def render(trace: ModelTrace, settings: Settings) -> None:
     h = trace.head
-    figs = figures_for_trace(
-        trace, "derivation", head=h, theme=settings.theme, show_values=settings.show_values or None
-    )
     data = matrices_for_trace(trace, "derivation", head=h)
     head = trace.core.head(h)
     r = step_readouts(head)
     n, d_k = head.q.shape
+    big = n > LAZY_TOKENS
+    cells = f"{n} × {n}"
+
+    def lazy(label: str) -> str | None:
+        return f"{label} (drawn when opened: {n} tokens)" if big else None
+
     source = "the model's layer input" if settings.source == "replay" else "seeded token embeddings"
     st.subheader(f"Layer {trace.layer}, head {h}: attention one step at a time")
 
     st.markdown(f"**1. Input X**: one row per token ({n} tokens), from {source}.")
     st.latex(r"X \in \mathbb{R}^{n \times d_{model}}")
-    if "x" in figs:
-        figure(figs["x"], "x", data.get("x"))
+    if head.x is not None:
+        _step(trace, settings, ("x",), data, drawer=lazy(f"X ({n} × {head.x.shape[1]})"))
 
     st.markdown("**2. Projections**: three learned matrices map each token to a query, a key and a value.")
     st.latex(r"Q = XW^Q,\quad K = XW^K,\quad V = XW^V \qquad W^Q, W^K \in \mathbb{R}^{d_{model} \times d_k}")
-    if all(k in figs for k in ("w_q", "w_k", "w_v")):
-        with st.expander("The weight matrices W^Q, W^K, W^V of this head", expanded=False):
-            for name in ("w_q", "w_k", "w_v"):
-                figure(figs[name], name, data.get(name))
-    cols = st.columns(3)
-    for col, name in zip(cols, ("q", "k", "v"), strict=True):
-        with col:
-            figure(figs[name], name, data.get(name))
+    if head.w_q is not None:
+        _step(trace, settings, ("w_q", "w_k", "w_v"), data, drawer="The weight matrices W^Q, W^K, W^V of this head")
+    _step(trace, settings, ("q", "k", "v"), data, columns=True)
 
     st.markdown("**3. Dot products**: how well each query matches each key.")
     st.latex(r"e_{ij} = q_i \cdot k_j \qquad S = QK^T \in \mathbb{R}^{n \times n}")
-    figure(figs["scores"], "scores", data.get("scores"))
+    _step(trace, settings, ("scores",), data, drawer=lazy(f"Raw scores QKᵀ ({cells})"))
     st.caption(
         f"Variance of the scores: {r['score_var']:.3g} (d_k = {d_k:.0f}; for unit-variance q, k it would be about d_k). "
         f"Largest |score|: {r['score_absmax']:.3g}."
@@ -50,12 +71,12 @@ def render(trace: ModelTrace, settings: Settings) -> None:
 
     st.markdown(f"**4. Scaling**: multiply by {r['scale']:.4g} so the scores stay in softmax's sensitive range.")
     st.latex(r"\tilde{S} = \frac{QK^T}{\sqrt{d_k}}" + rf"\qquad \tfrac{{1}}{{\sqrt{{{d_k:.0f}}}}} = {1 / d_k**0.5:.4g}")
-    figure(figs["scaled"], "scaled", data.get("scaled"))
+    _step(trace, settings, ("scaled",), data, drawer=lazy(f"Scaled scores ({cells})"))
     st.caption(f"Variance after scaling: {r['scaled_var']:.3g} (was {r['score_var']:.3g}).")
 
     st.markdown("**5. Masking**: blocked keys get -∞, so softmax gives them exactly 0.")
     st.latex(r"\tilde{S}_{ij} \leftarrow -\infty \ \text{where query } i \text{ may not see key } j")
-    figure(figs["masked"], "masked", data.get("masked"))
+    _step(trace, settings, ("masked",), data, drawer=lazy(f"Masked scores ({cells})"))
     empty = (
         f" {r['empty_rows']} row(s) have every key blocked: they attend to nothing (weights 0, output 0)"
         + (" — with fill -1e9 such rows would leak instead." if settings.fill == "-inf" else ".")
@@ -66,7 +87,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
 
     st.markdown("**6. Softmax**: each row becomes a probability distribution over the keys.")
     st.latex(r"\alpha_{ij} = \frac{\exp(\tilde{S}_{ij})}{\sum_{j'} \exp(\tilde{S}_{ij'})}")
-    figure(figs["weights"], "weights", data.get("weights"))
+    _step(trace, settings, ("weights",), data)
     st.caption(
         f"Row sums from {r['row_sum_min']:.6f} to {r['row_sum_max']:.6f}. Mean entropy {r['entropy']:.3f} nats "
         f"(uniform over the allowed keys: {r['max_entropy']:.3f}); mean largest weight {r['max_weight']:.3f}."
@@ -74,4 +95,4 @@ def render(trace: ModelTrace, settings: Settings) -> None:
 
     st.markdown("**7. Weighted sum**: each output row mixes the value vectors by those weights.")
     st.latex(r"O = AV = \mathrm{softmax}\!\left(\frac{QK^T}{\sqrt{d_k}}\right)V")
-    figure(figs["output"], "output", data.get("output"))
+    _step(trace, settings, ("output",), data)

@@ -5,15 +5,18 @@ from __future__ import annotations
 import streamlit as st
 
 from attention_core.traces import ModelTrace
+from viz.labels import plain_labels
+from viz.stats import STATISTICS as STATISTIC_LABELS
 from viz.views import figures_for_trace, matrices_for_trace
 
+from .. import compute
 from ..settings import STATISTICS, Settings
 from .common import figure
 
 STATISTIC_HELP = {
     "entropy": "mean row entropy: low = focused, high = spread out",
     "max_weight": "mean of each row's largest weight",
-    "diagonal_distance": "mean |i - j| weighted by attention: how far a head looks",
+    "distance": "mean |i - j| weighted by attention: how far a head looks",
     "previous_token": "mean weight on the token just before",
     "first_token": "mean weight on the first token (an 'attention sink')",
 }
@@ -23,8 +26,13 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     theme, shown = settings.theme, settings.show_values or None
     source = "the model's returned attentions" if trace.model_attentions is not None else "the own core"
     st.subheader(f"All heads of layer {trace.layer} ({source})")
-    figs = figures_for_trace(trace, "heads", theme=theme, show_values=shown, statistic=settings.statistic)
-    data = matrices_for_trace(trace, "heads", statistic=settings.statistic)
+    request = settings.request()
+    precomputed = {f"overview_{settings.statistic}": compute.overview(trace, request, settings.statistic)}
+    if trace.model_attentions is not None:
+        precomputed["rollout"] = compute.rollout(trace, request)
+    figs = figures_for_trace(
+        trace, "heads", theme=theme, show_values=shown, statistic=settings.statistic, precomputed=precomputed
+    )
     figure(figs["head_grid"], "head_grid")
     name = f"overview_{settings.statistic}"
     st.markdown(
@@ -45,17 +53,25 @@ def render(trace: ModelTrace, settings: Settings) -> None:
             st.session_state["layer"], st.session_state["head"] = layer, head
             st.rerun()
     cols = st.columns(2)
-    cols[0].selectbox("Statistic", STATISTICS, key="statistic", help="What colours the overview.")
+    cols[0].selectbox(
+        "Statistic", STATISTICS, key="statistic", format_func=STATISTIC_LABELS.get, help="What colours the overview."
+    )
     cols[1].caption("Click a cell of the overview to select that layer and head.")
-    with st.expander("Attention lines for the selected head (bertviz-style)", expanded=True):
-        lines = figures_for_trace(trace, "lines", head=trace.head, theme=theme)["lines"]
-        figure(lines, "lines", matrices_for_trace(trace, "lines", head=trace.head)["lines_weights"])
-    rollout = figures_for_trace(trace, "rollout", theme=theme, show_values=shown)
-    if rollout:
-        with st.expander("Attention rollout across layers", expanded=False):
-            st.caption(
-                "Each layer's head-averaged attention, mixed with the residual path (0.5·A + 0.5·I), "
-                "multiplied through the layers: which input tokens reach each position at the top."
-            )
-            figure(rollout["rollout"], "rollout", matrices_for_trace(trace, "rollout")["rollout"])
-    _ = data
+    lines = st.expander(
+        "Attention lines for the selected head (bertviz-style)", expanded=True, key="open_lines", on_change="rerun"
+    )
+    if lines.open:
+        with lines:
+            fig = figures_for_trace(trace, "lines", head=trace.head, theme=theme)["lines"]
+            figure(fig, "lines", matrices_for_trace(trace, "lines", head=trace.head)["lines_weights"])
+    if trace.model_attentions is not None:
+        box = st.expander("Attention rollout across layers", expanded=False, key="open_rollout", on_change="rerun")
+        if box.open:
+            with box:
+                st.caption(
+                    "Each layer's head-averaged attention, mixed with the residual path (0.5·A + 0.5·I), "
+                    "multiplied through the layers: which input tokens reach each position at the top."
+                )
+                rollout = figures_for_trace(trace, "rollout", theme=theme, show_values=shown, precomputed=precomputed)
+                figure(rollout["rollout"], "rollout", (precomputed["rollout"], plain_labels(trace.tokens),
+                                                       plain_labels(trace.tokens)))
