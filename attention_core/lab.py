@@ -6,6 +6,7 @@ controls (token ids, chosen encoding, seed) and returns plain arrays for viz/.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,6 +14,7 @@ import torch
 
 from . import analysis, masks, positional
 from .multihead import init_weights, multi_head_self_attention
+from .traces import HeadTrace
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,8 @@ def permutation_demo(
     Position is attached AFTER shuffling (position 0 is whatever token now stands first), as in a
     real model: that is what makes the encodings break the symmetry.
     """
+    if encoding not in positional.ENCODINGS:
+        raise ValueError(f"unknown encoding {encoding!r}; choose one of {', '.join(positional.ENCODINGS)}")
     x = embeddings.to(torch.float64)  # (L, D)
     length, d_model = x.shape
     weights = init_weights(d_model, d_k, heads, seed=seed, dtype=torch.float64, with_output=False)
@@ -65,6 +69,13 @@ def permutation_demo(
     )
 
 
+def local_strided(n: int, *, window: int, stride: int) -> torch.Tensor:
+    """(n, n) bool: the causal sliding window of ``window`` keys OR the causal strided keys, (i - j) % stride == 0."""
+    local = masks.sliding_window(n, width=window, causal=True)  # (n, n) 0 <= i - j < window
+    strided = masks.strided(n, stride=stride) & masks.causal(n)  # (n, n) i - j in {0, s, 2s, ...}
+    return local | strided
+
+
 @dataclass(frozen=True)
 class SparseCost:
     n: np.ndarray  # (m,)
@@ -72,41 +83,97 @@ class SparseCost:
 
 
 def sparse_mask_entries(ns=(64, 128, 256, 512, 1024, 2048), *, window: int = 32, stride: int = 32) -> SparseCost:
-    """How many score entries each pattern keeps: full n^2 against local and strided patterns."""
+    """How many (query, key) pairs each pattern allows: full n^2 against local and strided patterns.
+
+    The from-scratch core still computes all n^2 scores and then masks them; these counts are what a
+    sparse kernel that skips blocked pairs would compute.
+    """
+    _check_sizes(window=window, stride=stride)
     patterns = {
         "full": lambda n: masks.full(n),
         "causal": lambda n: masks.causal(n),
         f"sliding window {window} (causal)": lambda n: masks.sliding_window(n, width=window, causal=True),
         f"strided {stride} (causal)": lambda n: masks.strided(n, stride=stride) & masks.causal(n),
-        f"local + strided {window}/{stride}": lambda n: (
-            masks.sliding_window(n, width=window, causal=True) | (masks.strided(n, stride=stride) & masks.causal(n))
-        ),
+        f"local + strided {window}/{stride}": lambda n: local_strided(n, window=window, stride=stride),
     }
     entries = {name: np.array([int(make(n).sum()) for n in ns]) for name, make in patterns.items()}
     return SparseCost(n=np.asarray(ns), entries=entries)
 
 
+def _check_sizes(**sizes: int) -> None:
+    for name, value in sizes.items():
+        if int(value) != value or value < 1:
+            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+
+
+@dataclass(frozen=True)
+class SparseReach:
+    n: int
+    window: int
+    stride: int
+    one_layer: float  # fraction of (query, earlier-or-same key) pairs the local + strided mask links directly
+    two_layers: float  # fraction reachable through one intermediate token (two stacked layers)
+    layers_to_all: int | None  # layers until every query reaches every earlier key; None: more than max_layers
+
+
+def sparse_reach(n: int = 2048, *, window: int, stride: int, max_layers: int = 64) -> SparseReach:
+    """Which earlier tokens a query can reach when ``local_strided`` layers are stacked.
+
+    A layer lets query i read key j when the mask allows it; stacking h layers lets i read j when some
+    chain i -> ... -> j of h allowed steps exists. The mask depends only on the distance d = i - j,
+    and every step goes back (causal), so a chain stays inside [j, i]: d is reachable in h layers
+    when it is a sum of h allowed step distances.
+    """
+    _check_sizes(n=n, window=window, stride=stride, max_layers=max_layers)
+    steps = local_strided(n, window=window, stride=stride)[-1].flip(0).numpy()  # (n,) steps[d]: last query sees d back
+    pairs = (n - np.arange(n)).astype(float)  # (n,) how many (query, key) pairs lie at distance d
+    total = pairs.sum()  # n (n + 1) / 2 causal pairs
+
+    def covered(reach: np.ndarray) -> float:
+        return float(pairs[reach].sum() / total)
+
+    step_spectrum = np.fft.rfft(steps, 2 * n)  # (n + 1,) convolving with the steps = one more layer
+    reach = steps.copy()  # (n,) distances one layer reaches
+    fractions = [covered(reach)]
+    layers = 1
+    while not reach.all() and layers < max_layers:
+        chains = np.fft.irfft(np.fft.rfft(reach, 2 * n) * step_spectrum, 2 * n)[:n]  # (n,) chains per distance
+        reach = chains > 0.5  # (n,) one more layer: d = d_before + one step (counts are whole numbers)
+        layers += 1
+        fractions.append(covered(reach))
+    two = fractions[1] if len(fractions) > 1 else fractions[0]
+    return SparseReach(n, window, stride, fractions[0], two, layers if reach.all() else None)
+
+
 @dataclass(frozen=True)
 class CostTable:
     n: np.ndarray  # (m,)
-    seconds: np.ndarray  # (m,) measured core time
-    trace_bytes: np.ndarray  # (m,) bytes the trace holds (or CUDA peak)
-    flops: np.ndarray  # (m,) analytic
-    matrix_bytes: np.ndarray  # (m,) one (H, n, n) float32 matrix
+    seconds: np.ndarray  # (m,) measured: median wall time of one core call
+    peak_bytes: np.ndarray  # (m,) measured: peak bytes one core call allocates
+    flops: np.ndarray  # (m,) computed from the formula, not measured
+    matrix_bytes: np.ndarray  # (m,) computed: one (H, n, n) float32 matrix
     device: str
+    memory_method: str  # how peak_bytes was measured, in words for a label
 
 
-def cost_table(ns=(64, 128, 256, 512, 1024), *, heads: int = 12, d_k: int = 64, device="cpu", repeats=3) -> CostTable:
-    """Measured time and memory of the core at each n, beside the analytic n^2 counts."""
-    timings = [analysis.measure_core(n, heads=heads, d_k=d_k, device=device, repeats=repeats) for n in ns]
+def cost_table(
+    ns=(64, 128, 256, 512, 1024), *, heads: int = 12, d_k: int = 64, device="cpu", repeats=3, threads=None
+) -> CostTable:
+    """Measured time and peak memory of the core at each n, beside the formula's n^2 counts."""
+    ns = tuple(ns)
+    if not ns:
+        raise ValueError("cost_table needs at least one sequence length n")
+    _check_sizes(**{f"n[{i}]": n for i, n in enumerate(ns)}, heads=heads, d_k=d_k, repeats=repeats)
+    timings = analysis.measure_core_sizes(ns, heads=heads, d_k=d_k, device=device, repeats=repeats, threads=threads)
     costs = [analysis.attention_cost(n, d_k, heads) for n in ns]
     return CostTable(
         n=np.asarray(ns),
         seconds=np.array([t.seconds for t in timings]),
-        trace_bytes=np.array([t.peak_bytes for t in timings]),
+        peak_bytes=np.array([t.peak_bytes for t in timings]),
         flops=np.array([c.flops for c in costs]),
         matrix_bytes=np.array([c.matrix_bytes for c in costs]),
         device=str(device),
+        memory_method=timings[0].memory_method,
     )
 
 
@@ -129,7 +196,10 @@ def shuffled_order(length: int, seed: int) -> tuple[int, ...]:
 
 
 def encoding_table(encoding: str, length: int, d_model: int = 64, *, seed: int = 0) -> np.ndarray | None:
-    """(n, d) the table an additive encoding puts on X; rotary as its angle table; None otherwise."""
+    """(n, d) the table an additive encoding puts on X; rotary: cos of its angles; ALiBi: head 0's
+    (n, n) score bias; None for "none"."""
+    if encoding not in positional.ENCODINGS:
+        raise ValueError(f"unknown encoding {encoding!r}; choose one of {', '.join(positional.ENCODINGS)}")
     if encoding == "sinusoidal":
         return positional.sinusoidal(length, d_model).numpy()
     if encoding == "learned":
@@ -142,17 +212,43 @@ def encoding_table(encoding: str, length: int, d_model: int = 64, *, seed: int =
     return None
 
 
-def head_temperature_curve(scores: np.ndarray, temperatures) -> analysis.SaturationCurve:
-    """Entropy and gradient norm of one head's raw score rows as the divisor (temperature) grows."""
-    return analysis.saturation_vs_temperature(torch.as_tensor(scores, dtype=torch.float64), temperatures)
+@dataclass(frozen=True)
+class HeadTemperature:
+    curve: analysis.TemperatureCurve  # entropy, max weight, gradient norm at each temperature
+    d_k: int
+    sqrt_d_k: float  # the article's temperature
+    own: float  # 1 / head.scale: the temperature this head runs at now
+    own_entropy: float  # the curve at t = own: the head's real mean row entropy
+    marks: dict[str, float]  # labelled temperatures to draw (one mark where both coincide)
+
+
+def head_temperature_curve(head: HeadTrace, temperatures=(0.25, 0.5, 1.0, 2.0, 4.0, 16.0, 64.0)) -> HeadTemperature:
+    """One head's softmax as its raw QK^T is divided by each temperature, with the head's own mask and bias.
+
+    Each row's softmax runs over the keys the head may attend (a causal head's past only), plus what
+    the head adds after scaling (ALiBi), so at t = 1 / head.scale the curve is the head itself.
+    ``temperatures`` get sqrt(d_k) and 1 / head.scale added.
+    """
+    d_k = int(head.q.shape[-1])
+    own = 1.0 / float(head.scale)
+    temps = sorted({*(float(t) for t in temperatures), math.sqrt(d_k), own})
+    allowed = torch.as_tensor(head.mask, dtype=torch.bool)  # (L, S) True = may attend
+    added = torch.as_tensor(head.masked - head.scaled, dtype=torch.float64)  # (L, S) bias; -inf where blocked
+    bias = added.masked_fill(~allowed, 0.0)  # (L, S) only the allowed keys' bias
+    curve = analysis.temperature_sweep(torch.as_tensor(head.scores), temps, allowed=allowed, bias=bias)
+    same = math.isclose(own, math.sqrt(d_k), rel_tol=1e-9)
+    marks = {"√d_k": math.sqrt(d_k)} if same else {"√d_k": math.sqrt(d_k), "this head": own}
+    return HeadTemperature(curve, d_k, math.sqrt(d_k), own, float(curve.entropy[temps.index(own)]), marks)
 
 
 def mask_patterns(n: int = 32, *, window: int = 4, stride: int = 4) -> dict[str, np.ndarray]:
     """Named boolean (n, n) patterns to draw side by side."""
+    _check_sizes(n=n, window=window, stride=stride)
     return {
         "full": masks.full(n).numpy(),
         "causal": masks.causal(n).numpy(),
         f"window {window}": masks.sliding_window(n, width=window, causal=True).numpy(),
         f"strided {stride}": (masks.strided(n, stride=stride) & masks.causal(n)).numpy(),
+        f"window {window} + strided {stride}": local_strided(n, window=window, stride=stride).numpy(),
         f"block {window}": masks.block_local(n, block=window).numpy(),
     }

@@ -4,8 +4,10 @@
   the theory lines var = d_k (unscaled) and var = 1 (scaled by 1/√d_k).
 - ``saturation_figure(x, entropy_unscaled, entropy_scaled, grad_unscaled, grad_scaled)``: softmax
   entropy and gradient norm against d_k (or a temperature), scaled vs unscaled.
+- ``temperature_figure(t, entropy, grad_norm)``: one head's entropy and gradient norm against the
+  temperature its scores are divided by, with marks at chosen t (√d_k, the head's own).
 - ``cost_figure(n, bytes_used, seconds)``: memory and time of attention against sequence length,
-  log-log, each with an n² reference curve through the largest measured n.
+  log-log, each with an n² reference curve through the largest n.
 - ``permutation_figure(output, shuffled_output, order, tokens)``: output rows before shuffling and
   after (put back in the original order), and their difference.
 Each array is 1-D of the same length as its x array unless stated.
@@ -120,9 +122,57 @@ def saturation_figure(
     fig.update_xaxes(type="log" if log_x else "linear", title_text=x_title, **_x_ticks(x))
     fig.update_yaxes(title_text="entropy (nats)", rangemode="tozero", row=1, col=1)
     gradient_axis = _log_axis(np.concatenate([grad_unscaled, grad_scaled]))
-    fig.update_yaxes(title_text="‖∂softmax/∂scores‖", row=1, col=2, **gradient_axis)
+    fig.update_yaxes(title_text=GRADIENT_TITLE, row=1, col=2, **gradient_axis)
     fig.update_layout(
         title_text=title if title is not None else "Large scores saturate the softmax and shrink its gradient",
+        legend=dict(orientation="h", x=0.5, xanchor="center", y=-0.22),
+    )
+    return apply_theme(fig, theme)
+
+
+GRADIENT_TITLE = "‖∂(g·softmax)/∂scores‖, random g"  # what is plotted: a loss's gradient, not the Jacobian's norm
+
+
+def temperature_figure(
+    temperature,
+    entropy,
+    grad_norm,
+    *,
+    uniform_entropy: float | None = None,
+    marks: dict[str, float] | None = None,
+    name: str = "this head",
+    title: str | None = None,
+    theme: str = "screen",
+) -> go.Figure:
+    """One head's mean row entropy (left) and gradient norm (right, log) against the temperature t.
+
+    ``temperature``, ``entropy`` and ``grad_norm`` are (m,) with t > 0. ``uniform_entropy`` draws the
+    "uniform over allowed keys" limit; ``marks`` draws a labelled vertical line at each named t
+    (e.g. √d_k, the head's own 1/scale). One trace per panel, named ``name``.
+    """
+    temperature = as_vector("temperature", temperature)
+    _positive("temperature", temperature)
+    entropy = _series("entropy", entropy, temperature, "temperature")
+    grad_norm = _series("grad_norm", grad_norm, temperature, "temperature")
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
+                        subplot_titles=("softmax entropy (low = saturated)", "gradient norm through softmax"))
+    for col, values in enumerate((entropy, grad_norm), 1):
+        fig.add_trace(go.Scatter(x=temperature, y=values, mode="lines+markers", name=name, legendgroup="head",
+                                 showlegend=col == 1, line=dict(color=SCALED_COLOUR, width=3), marker=dict(size=8)),
+                      row=1, col=col)
+    if uniform_entropy is not None:
+        fig.add_hline(y=uniform_entropy, line=dict(color=THEORY_COLOUR, dash="dot"), row=1, col=1,
+                      annotation_text="uniform over allowed keys", annotation_position="bottom right")
+    for index, (label, t) in enumerate((marks or {}).items()):
+        for col in (1, 2):
+            fig.add_vline(x=t, line=dict(color=LINE_COLOURS[(index + 2) % len(LINE_COLOURS)], dash="dash", width=1),
+                          row=1, col=col, annotation_text=label if col == 1 else None,
+                          annotation_position="top left" if index % 2 else "top right")
+    fig.update_xaxes(type="log", title_text="temperature t (softmax of scores ÷ t)", **_x_ticks(temperature))
+    fig.update_yaxes(title_text="entropy (nats)", rangemode="tozero", row=1, col=1)
+    fig.update_yaxes(title_text=GRADIENT_TITLE, row=1, col=2, **_log_axis(grad_norm))
+    fig.update_layout(
+        title_text=title if title is not None else "This head: entropy and gradient against temperature",
         legend=dict(orientation="h", x=0.5, xanchor="center", y=-0.22),
     )
     return apply_theme(fig, theme)
@@ -136,28 +186,38 @@ def _n_squared_reference(n: np.ndarray, measured: np.ndarray) -> np.ndarray:
     return measured[anchor] * (n / n[anchor]) ** 2
 
 
-def cost_figure(n, bytes_used=None, seconds=None, *, title: str | None = None, theme: str = "screen") -> go.Figure:
+def cost_figure(
+    n,
+    bytes_used=None,
+    seconds=None,
+    *,
+    memory_name: str = "measured memory",
+    time_name: str = "measured time",
+    title: str | None = None,
+    theme: str = "screen",
+) -> go.Figure:
     """Memory (bytes) and time (seconds) of attention against sequence length n, log-log.
 
     ``n`` is (m,); ``bytes_used`` and ``seconds`` are (m,) or None (that panel is left out).
-    Each panel has a dashed "n² reference" through the measurement at the largest n.
+    ``memory_name`` and ``time_name`` name the traces: say what was measured (or that it was computed).
+    Each panel has a dashed "n² reference" through the value at the largest n.
     """
     n = as_vector("n", n)
     _positive("n", n)
     panels = []
     if bytes_used is not None:
-        panels.append(("memory", _series("bytes_used", bytes_used, n, "n"), "bytes", LINE_COLOURS[0]))
+        panels.append(("memory", memory_name, _series("bytes_used", bytes_used, n, "n"), "bytes", LINE_COLOURS[0]))
     if seconds is not None:
-        panels.append(("time", _series("seconds", seconds, n, "n"), "seconds", LINE_COLOURS[1]))
+        panels.append(("time", time_name, _series("seconds", seconds, n, "n"), "seconds", LINE_COLOURS[1]))
     if not panels:
         raise ValueError("cost_figure needs bytes_used or seconds (both are None)")
     fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=0.14,
                         subplot_titles=[f"{name} against n" for name, *_ in panels])
-    for col, (name, values, unit, colour) in enumerate(panels, 1):
+    for col, (_, name, values, unit, colour) in enumerate(panels, 1):
         fig.add_trace(go.Scatter(x=n, y=_n_squared_reference(n, values), mode="lines", name="n² reference",
                                  legendgroup="ref", showlegend=col == 1,
                                  line=dict(color=THEORY_COLOUR, dash="dash", width=2)), row=1, col=col)
-        fig.add_trace(go.Scatter(x=n, y=values, mode="lines+markers", name=f"measured {name}",
+        fig.add_trace(go.Scatter(x=n, y=values, mode="lines+markers", name=name,
                                  line=dict(color=colour, width=3), marker=dict(size=8)), row=1, col=col)
         fig.update_yaxes(title_text=unit, row=1, col=col, **_log_axis(values))
     fig.update_xaxes(type="log", title_text="sequence length n", **_x_ticks(n))

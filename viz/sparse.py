@@ -17,7 +17,10 @@ PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9")  # 
 def sparse_cost_figure(
     n, entries: Mapping[str, np.ndarray], *, title: str | None = None, theme: str = "screen"
 ) -> go.Figure:
-    """Score entries kept by each pattern against n (log-log): full grows as n^2, local as n*w."""
+    """(query, key) pairs each pattern allows against n (log-log): full grows as n^2, local as n*w.
+
+    These are the entries a sparse kernel computes; a dense core (like this app's) computes all n^2
+    scores and then blocks the rest."""
     n = as_vector("n", n)
     fig = go.Figure()
     for index, (name, values) in enumerate(entries.items()):
@@ -29,11 +32,11 @@ def sparse_cost_figure(
                 name=name,
                 mode="lines+markers",
                 line=dict(color=PALETTE[index % len(PALETTE)]),
-                hovertemplate="n=%{x}<br>%{y:,} entries<extra>" + name + "</extra>",
+                hovertemplate="n=%{x}<br>%{y:,} allowed pairs<extra>" + name + "</extra>",
             )
         )
     fig.update_xaxes(type="log", title="sequence length n")
-    fig.update_yaxes(type="log", title="score entries computed (query, key pairs)")
+    fig.update_yaxes(type="log", title="(query, key) pairs the mask allows")
     fig.update_layout(title=title or "Entries each mask keeps: n² against n·w", legend=dict(orientation="h", y=-0.25))
     return apply_theme(fig, theme)
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import streamlit as st
 
 from attention_core import lab
+from attention_core.positional import ENCODINGS
 from attention_core.traces import ModelTrace
 from viz.labels import plain_labels
-from viz.pitfalls import cost_figure, permutation_figure, saturation_figure, variance_figure
+from viz.pitfalls import cost_figure, permutation_figure, saturation_figure, temperature_figure, variance_figure
 from viz.positional import position_similarity_figure, positional_heatmap
 from viz.sparse import mask_patterns_figure, sparse_cost_figure
 
@@ -57,24 +58,23 @@ def _scaling(trace: ModelTrace, settings: Settings) -> None:
         ),
         "saturation",
     )
-    head = trace.core.head(trace.head)
-    d_k = head.q.shape[-1]
-    temps = [0.25, 0.5, 1, 2, 4, d_k**0.5, 16, 64]
-    curve = lab.head_temperature_curve(head.scores, sorted(set(temps)))
+    sweep = lab.head_temperature_curve(trace.core.head(trace.head))
+    curve = sweep.curve
     st.markdown(
-        f"**This head's own scores** (layer {trace.layer}, head {trace.head}, d_k = {d_k}): the same "
-        f"effect as you divide its raw QKᵀ by a temperature; √d_k = {d_k**0.5:.3g} is the article's choice."
+        f"**This head's own scores** (layer {trace.layer}, head {trace.head}, d_k = {sweep.d_k}): its raw QKᵀ "
+        f"divided by a temperature t, each row's softmax over the keys this head may attend to (its mask), so the "
+        f"uniform line is the mean of ln(allowed keys) per row. t = √d_k = {sweep.sqrt_d_k:.3g} is the article's "
+        f"choice; this head now runs at t = {sweep.own:.3g}, where its mean row entropy is "
+        f"{sweep.own_entropy:.3g} nats."
     )
     figure(
-        saturation_figure(
-            curve.x,
-            curve.entropy_unscaled,
-            curve.entropy_scaled,
-            curve.grad_norm_unscaled,
-            curve.grad_norm_scaled,
-            x_title="temperature (scores ÷ t)",
-            max_entropy=curve.max_entropy,
-            title="This head: entropy and gradient vs temperature",
+        temperature_figure(
+            curve.temperature,
+            curve.entropy,
+            curve.grad_norm,
+            uniform_entropy=curve.uniform_entropy,
+            marks=sweep.marks,
+            name=f"layer {trace.layer}, head {trace.head}",
             theme=theme,
         ),
         "head_temperature",
@@ -106,11 +106,21 @@ def _cost(trace: ModelTrace, settings: Settings) -> None:
     table = st.session_state.get("cost_table")
     if table is None:
         table = compute.cost_table(tuple(n for n in ns if n <= 256), device or "cpu")
-    figure(cost_figure(table.n, table.trace_bytes, table.seconds, theme=settings.theme), "cost")
+    figure(
+        cost_figure(
+            table.n,
+            table.peak_bytes,
+            table.seconds,
+            memory_name=f"measured {table.memory_method}",
+            time_name="measured time (median)",
+            theme=settings.theme,
+        ),
+        "cost",
+    )
     st.caption(
         f"Measured on {table.device}. At n = {int(table.n[-1])}: {table.seconds[-1] * 1e3:.1f} ms, "
-        f"{table.trace_bytes[-1] / 2**20:.1f} MiB held by the intermediates, {table.flops[-1] / 1e9:.2f} GFLOP. "
-        f"Your text has {len(trace.tokens)} tokens."
+        f"{table.peak_bytes[-1] / 2**20:.1f} MiB {table.memory_method}; by the formula "
+        f"{table.flops[-1] / 1e9:.2f} GFLOP (computed, not measured). Your text has {len(trace.tokens)} tokens."
     )
 
 
@@ -124,7 +134,7 @@ def _order(trace: ModelTrace, settings: Settings) -> None:
     cols = st.columns([2, 1])
     encoding = cols[0].selectbox(
         "Encoding for this demo",
-        ["none", "sinusoidal", "learned", "rotary", "alibi"],
+        list(ENCODINGS),
         key="lab_encoding",
         help="Where position enters: added to X (sinusoidal, learned), rotating q and k (rotary), or a bias (ALiBi).",
     )
@@ -158,14 +168,33 @@ def _order(trace: ModelTrace, settings: Settings) -> None:
 
 def _sparse(trace: ModelTrace, settings: Settings) -> None:
     st.markdown(
-        "Long inputs make n² prohibitive. Local and sparse patterns keep only some (query, key) pairs: a sliding "
-        "window keeps about n·w, a strided pattern about n²/s, and together they still connect distant tokens "
-        "in two hops. Pick them in **Masking** in the sidebar to see their effect on this text."
+        "Long inputs make n² prohibitive. Local and sparse patterns keep only some (query, key) pairs: a causal "
+        "sliding window keeps about n·w, a causal strided pattern about n²/(2s). Stacked layers pass information "
+        "along chains of allowed pairs. Pick them in **Masking** in the sidebar to see their effect on this text."
     )
     c1, c2 = st.columns(2)
     window = c1.slider("Window w", 2, 128, 32, key="sparse_window")
     stride = c2.slider("Stride s", 2, 128, 32, key="sparse_stride")
     cost = compute.sparse_entries(window, stride)
+    reach = compute.sparse_reach(window, stride)
+    layers = (
+        f"**{reach.layers_to_all} stacked layers** connect every query to every earlier token"
+        if reach.layers_to_all is not None
+        else "even 64 stacked layers do not connect every query to every earlier token"
+    )
+    rule = (
+        "Two layers reach every earlier token because the window is at least the stride (w ≥ s): every distance "
+        "is a multiple of s plus a step inside the window."
+        if reach.layers_to_all is not None and reach.layers_to_all <= 2
+        else "Two layers do not reach every earlier token because the window is shorter than the stride (w < s): "
+        "a distance just short of a multiple of s needs several window steps."
+    )
+    st.markdown(
+        f"Window {window} + stride {stride} at n = {reach.n}: one layer links {reach.one_layer:.1%} of the "
+        f"(query, earlier key) pairs, two layers {reach.two_layers:.1%}; {layers}. {rule}"
+    )
     figure(sparse_cost_figure(cost.n, cost.entries, theme=settings.theme), "sparse_cost")
-    patterns = lab.mask_patterns(32, window=max(2, window // 8), stride=max(2, stride // 8))
+    small_window, small_stride = max(2, window // 8), max(2, stride // 8)
+    patterns = lab.mask_patterns(32, window=small_window, stride=small_stride)
     figure(mask_patterns_figure(patterns, theme=settings.theme), "mask_patterns")
+    st.caption(f"Shapes drawn at n = 32 with window {small_window} and stride {small_stride} (w/8 and s/8).")
