@@ -138,6 +138,8 @@ class MultiHeadTrace:
     attention: SDPATrace  # scores .. output per head
     merged: torch.Tensor  # (..., L, H*Ev) heads concatenated
     output: torch.Tensor  # (..., L, D) after W^O, or ``merged`` without W^O
+    q_unrotated: torch.Tensor | None = None  # (..., H, L, E)   X W^Q (+ b^Q) before the rotation, when rotated
+    k_unrotated: torch.Tensor | None = None  # (..., Hkv, S, E)
 
 
 def multi_head_self_attention(
@@ -160,6 +162,7 @@ def multi_head_self_attention(
     q = split_heads(project(x, weights.w_q, weights.b_q), weights.num_heads)  # (..., H, L, E)
     k = split_heads(project(x, weights.w_k, weights.b_k), weights.kv_heads)  # (..., Hkv, S, E)
     v = split_heads(project(x, weights.w_v, weights.b_v), weights.kv_heads)  # (..., Hkv, S, Ev)
+    q_unrotated, k_unrotated = (q, k) if rotate is not None else (None, None)
     if rotate is not None:
         q, k = rotate(q), rotate(k)  # position enters through the angle of q and k
     mask = attn_mask
@@ -177,4 +180,7 @@ def multi_head_self_attention(
     )
     merged = merge_heads(attention.output)  # (..., L, H*Ev)
     output = merged if weights.w_o is None else project(merged, weights.w_o, weights.b_o)  # (..., L, D)
-    return MultiHeadTrace(x=x, q=q, k=k, v=v, attention=attention, merged=merged, output=output)
+    return MultiHeadTrace(
+        x=x, q=q, k=k, v=v, attention=attention, merged=merged, output=output, q_unrotated=q_unrotated,
+        k_unrotated=k_unrotated,
+    )

@@ -143,6 +143,13 @@ def _per_head(w: torch.Tensor, heads: int, total_heads: int) -> np.ndarray:
     return _np(per.repeat_interleave(total_heads // heads, dim=0))  # (H, D, E)
 
 
+def _bias_per_head(b: torch.Tensor | None, heads: int, total_heads: int) -> np.ndarray | None:
+    if b is None:
+        return None
+    per = b.reshape(heads, -1)  # (Hw, E)
+    return _np(per.repeat_interleave(total_heads // heads, dim=0))  # (H, E)
+
+
 def _np(t: torch.Tensor) -> np.ndarray:
     """float32 numpy, zero-copy for a CPU float32 tensor: the numbers exactly as computed, held once."""
     return t.detach().to("cpu", torch.float32).numpy()
@@ -170,6 +177,11 @@ def layer_trace_from_core(mh: MultiHeadTrace, mask: torch.Tensor, weights: Proje
         w_q=_per_head(weights.w_q, heads, heads),
         w_k=_per_head(weights.w_k, weights.kv_heads, heads),
         w_v=_per_head(weights.w_v, weights.kv_heads, heads),
+        b_q=_bias_per_head(weights.b_q, heads, heads),
+        b_k=_bias_per_head(weights.b_k, weights.kv_heads, heads),
+        b_v=_bias_per_head(weights.b_v, weights.kv_heads, heads),
+        q_before_rotary=None if mh.q_unrotated is None else _np(mh.q_unrotated),
+        k_before_rotary=None if mh.k_unrotated is None else _np(_repeat_kv(mh.k_unrotated, heads)),
     )
 
 

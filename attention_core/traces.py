@@ -30,6 +30,15 @@ class HeadTrace:
     w_q: np.ndarray | None = None  # (D, E)
     w_k: np.ndarray | None = None  # (D, E)
     w_v: np.ndarray | None = None  # (D, Ev)
+    b_q: np.ndarray | None = None  # (E,)  bias added after X W^Q, when the model has one
+    b_k: np.ndarray | None = None  # (E,)
+    b_v: np.ndarray | None = None  # (Ev,)
+    q_before_rotary: np.ndarray | None = None  # (L, E) X W^Q (+ b^Q) before RoPE, when q is rotated
+    k_before_rotary: np.ndarray | None = None  # (S, E)
+
+    @property
+    def rotary(self) -> bool:
+        return self.q_before_rotary is not None
 
 
 @dataclass(frozen=True)
@@ -50,6 +59,11 @@ class LayerTrace:
     w_q: np.ndarray | None = None  # (H, D, E)
     w_k: np.ndarray | None = None  # (H, D, E)
     w_v: np.ndarray | None = None  # (H, D, Ev)
+    b_q: np.ndarray | None = None  # (H, E)
+    b_k: np.ndarray | None = None  # (H, E)  key/value heads repeated to H
+    b_v: np.ndarray | None = None  # (H, Ev)
+    q_before_rotary: np.ndarray | None = None  # (H, L, E)
+    k_before_rotary: np.ndarray | None = None  # (H, S, E)
 
     @property
     def num_heads(self) -> int:
@@ -77,6 +91,11 @@ class LayerTrace:
             w_q=pick(self.w_q),
             w_k=pick(self.w_k),
             w_v=pick(self.w_v),
+            b_q=pick(self.b_q),
+            b_k=pick(self.b_k),
+            b_v=pick(self.b_v),
+            q_before_rotary=pick(self.q_before_rotary),
+            k_before_rotary=pick(self.k_before_rotary),
         )
 
 

@@ -3,8 +3,9 @@
 Views and the names of what they return (figure names are stable; the export uses them as file
 names):
 
-- ``derivation``  x, w_q, w_k, w_v, q, k, v, scores, scaled, masked, weights, output
-                  (one head of the own core; x and w_* only when the trace has them)
+- ``derivation``  x, w_q, w_k, w_v, [q_before_rotary, k_before_rotary], q, k, v, scores, scaled, masked,
+                  weights, output (one head of the own core; x and w_* only when the trace has them, the
+                  *_before_rotary pair only when q and k are rotated; CSV also b_q, b_k, b_v for a bias)
 - ``compare``     compare (own core vs real model for the head); nothing when trace.model is None
 - ``heads``       head_grid, overview_<statistic> for each chosen statistic
 - ``query``       query (step-through for one query row of the head)
@@ -79,7 +80,24 @@ def _dims(count: int) -> list[str]:
     return [str(i) for i in range(count)]
 
 
-DERIVATION_FIGURES = ("x", "w_q", "w_k", "w_v", "q", "k", "v", "scores", "scaled", "masked", "weights", "output")
+DERIVATION_FIGURES = (
+    "x", "w_q", "w_k", "w_v", "q_before_rotary", "k_before_rotary", "q", "k", "v", "scores", "scaled", "masked",
+    "weights", "output",
+)
+
+
+def projection_names(head: HeadTrace) -> dict[str, str]:
+    """What each projection figure holds, as the model computes it (plotly markup).
+
+    ``XW^Q + b^Q`` when the layer has a bias; ``RoPE(...)`` for q and k when they are rotated after
+    projecting (the unrotated ones are their own figures, ``q_before_rotary`` / ``k_before_rotary``).
+    """
+    names = {}
+    for key, letter in (("q", "Q"), ("k", "K"), ("v", "V")):
+        linear = f"XW<sup>{letter}</sup>" + (f" + b<sup>{letter}</sup>" if getattr(head, f"b_{key}") is not None else "")
+        names[f"{key}_before_rotary"] = f"{linear}  (before rotation)"
+        names[key] = f"{letter} = RoPE({linear})" if key != "v" and head.rotary else f"{letter} = {linear}"
+    return names
 
 
 def _derivation_figures(
@@ -90,17 +108,23 @@ def _derivation_figures(
     scale_title = (
         f"Scaled scores  QK<sup>T</sup> × {head.scale:.4g}   ({head.scaled.shape[0]} queries × {head.scaled.shape[1]} keys)"
     )
+    names = projection_names(head)
     builders = {
         "x": None if head.x is None else lambda: token_matrix_heatmap(head.x, tokens, name="X  (input)", **common),
-        "q": lambda: token_matrix_heatmap(head.q, tokens, name="Q = XW<sup>Q</sup>", **common),
-        "k": lambda: token_matrix_heatmap(head.k, tokens, name="K = XW<sup>K</sup>", **common),
-        "v": lambda: token_matrix_heatmap(head.v, tokens, name="V = XW<sup>V</sup>", **common),
+        "q": lambda: token_matrix_heatmap(head.q, tokens, name=names["q"], **common),
+        "k": lambda: token_matrix_heatmap(head.k, tokens, name=names["k"], **common),
+        "v": lambda: token_matrix_heatmap(head.v, tokens, name=names["v"], **common),
         "scores": lambda: score_heatmap(head.scores, tokens, tokens, stage="scores", **common),
         "scaled": lambda: score_heatmap(head.scaled, tokens, tokens, stage="scaled", **common, title=scale_title),
         "masked": lambda: score_heatmap(head.masked, tokens, tokens, mask=head.mask, stage="masked", **common),
         "weights": lambda: attention_heatmap(head.weights, tokens, tokens, mask=head.mask, **common),
         "output": lambda: token_matrix_heatmap(head.output, tokens, name="Output  O = AV", **common),
     }
+    for key in ("q_before_rotary", "k_before_rotary"):
+        values = getattr(head, key)
+        builders[key] = None if values is None else (
+            lambda v=values, n=names[key]: token_matrix_heatmap(v, tokens, name=n, **common)
+        )
     for key, letter in (("w_q", "Q"), ("w_k", "K"), ("w_v", "V")):
         weights = getattr(head, key)
         builders[key] = None if weights is None else (
@@ -211,12 +235,17 @@ def matrices_for_trace(
             weights = getattr(core_head, key)
             if weights is not None:
                 matrices[key] = (np.asarray(weights), _dims(weights.shape[0]), _dims(weights.shape[1]))
-        for key in ("q", "k", "v", "output"):
-            values = np.asarray(getattr(core_head, key))
-            matrices[key] = (values, tokens, _dims(values.shape[1]))
+        for key in ("b_q", "b_k", "b_v"):
+            bias = getattr(core_head, key)
+            if bias is not None:
+                matrices[key] = (np.asarray(bias)[None, :], ["bias"], _dims(bias.shape[0]))  # (1, E)
+        for key in ("q_before_rotary", "k_before_rotary", "q", "k", "v", "output"):
+            values = getattr(core_head, key)
+            if values is not None:
+                matrices[key] = (np.asarray(values), tokens, _dims(values.shape[1]))
         for key in ("scores", "scaled", "masked", "weights"):
             matrices[key] = (np.asarray(getattr(core_head, key)), tokens, tokens)
-        order = ["x", "w_q", "w_k", "w_v", "q", "k", "v", "scores", "scaled", "masked", "weights", "output"]
+        order = ["x", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v", "q_before_rotary", "k_before_rotary", *DERIVATION_FIGURES[4:]]
         return {key: matrices[key] for key in order if key in matrices}
     if view == "compare":
         if trace.model is None:

@@ -11,6 +11,12 @@ from viz.views import figures_for_trace, matrices_for_trace
 from ..settings import Settings
 from .common import figure
 
+def projection_latex(bias: bool) -> str:
+    """The projection formula the layer really computes (with + b when it has biases)."""
+    terms = [f"{m} = XW^{m}" + (f" + b^{m}" if bias else "") for m in "QKV"]
+    return r",\quad ".join(terms) + r" \qquad W^Q, W^K \in \mathbb{R}^{d_{model} \times d_k}"
+
+
 LAZY_TOKENS = 96  # above this many tokens, the big steps are drawn only when their drawer is opened
 
 
@@ -55,10 +61,24 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     if head.x is not None:
         _step(trace, settings, ("x",), data, drawer=lazy(f"X ({n} × {head.x.shape[1]})"))
 
-    st.markdown("**2. Projections**: three learned matrices map each token to a query, a key and a value.")
-    st.latex(r"Q = XW^Q,\quad K = XW^K,\quad V = XW^V \qquad W^Q, W^K \in \mathbb{R}^{d_{model} \times d_k}")
+    bias = head.b_q is not None
+    st.markdown(
+        "**2. Projections**: three learned matrices map each token to a query, a key and a value"
+        + (" (this layer also adds a learned bias vector to each)." if bias else ".")
+    )
+    st.latex(projection_latex(bias))
     if head.w_q is not None:
         _step(trace, settings, ("w_q", "w_k", "w_v"), data, drawer="The weight matrices W^Q, W^K, W^V of this head")
+    if head.rotary:
+        _step(trace, settings, ("q_before_rotary", "k_before_rotary"), data, columns=True)
+        st.markdown(
+            "**2b. Rotary positions (RoPE)**: q and k are rotated by angles that grow with the token's position, "
+            "pair of dimensions by pair; v is not rotated. The score of q_i and k_j then depends on i - j."
+        )
+        st.latex(
+            r"\mathrm{RoPE}(x)_m = x_m \cos(m\theta) + \mathrm{rotate\_half}(x)_m \sin(m\theta)"
+            r"\qquad \theta_d = \text{base}^{-2d/d_k}"
+        )
     _step(trace, settings, ("q", "k", "v"), data, columns=True)
 
     st.markdown("**3. Dot products**: how well each query matches each key.")
