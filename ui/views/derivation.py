@@ -11,6 +11,7 @@ from viz.views import figures_for_trace, matrices_for_trace
 from ..settings import Settings
 from .common import figure
 
+
 def projection_latex(bias: bool) -> str:
     """The projection formula the layer really computes (with + b when it has biases)."""
     terms = [f"{m} = XW^{m}" + (f" + b^{m}" if bias else "") for m in "QKV"]
