@@ -13,10 +13,10 @@ geometrically with n. One causal self-attention layer reads x_1 directly at ever
 
 one hop, one weight, whatever n is (the rest of do_n/dx_1 flows through the scores).
 
-``first_token_jacobian_norms`` measures ||dh_n/dx_1||_F for every n with torch autograd (no formula),
-for any causal sequence map; ``measure_bottleneck`` runs it for a seeded ``torch.nn.RNN``, a
-``torch.nn.GRU`` and one attention head on the same random inputs. Hop counts come from
-``recurrence.path_lengths``.
+``first_token_jacobian_norms`` measures ||dh_n/dx_1||_F for every n with torch's forward-mode
+autograd (no formula), for any causal sequence map; ``measure_bottleneck`` runs it for a seeded
+``torch.nn.RNN``, a ``torch.nn.GRU`` and one attention head on the same random inputs. Hop counts
+come from ``recurrence.path_lengths``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from torch.autograd import forward_ad
 
 from .multihead import init_weights
 from .recurrence import path_length_columns
@@ -38,27 +39,25 @@ def first_token_jacobian_norms(sequence_fn: SequenceMap, x: torch.Tensor) -> np.
     """||d out_n / d x_1||_F for n = 1..N, measured by autograd. ``x`` (N, D) -> (N,) float64.
 
     ``sequence_fn`` maps a batch (B, N, D) to (B, N, Dh) and must treat batch rows independently.
-    One backward pass gives every Jacobian row at once: the batch holds N * Dh copies of x, copy
-    (n, i) with its own leaf x_1 and the loss picking out_n[i] of that copy, so the gradient on
-    that copy's x_1 is row i of d out_n / d x_1.
+    Forward-mode autograd (``torch.autograd.forward_ad``) gives every Jacobian at once: the batch
+    holds D copies of x, copy k nudged along e_k at x_1 only, so its output tangent at step n is
+    column k of d out_n / d x_1. D passes' worth of work instead of N * Dh backward ones.
     """
     if x.dim() != 2 or x.shape[0] < 1:
         raise ValueError(f"x must be (N, D) with N >= 1, got shape {tuple(x.shape)}")
     x = x.detach()
     steps, d_in = x.shape
-    with torch.no_grad():
-        probe = sequence_fn(x[None])  # (1, N, Dh)
-    if probe.dim() != 3 or probe.shape[:2] != (1, steps):
-        raise ValueError(f"sequence_fn must map (B, N, D) to (B, N, Dh); got {tuple(probe.shape)} for N = {steps}")
-    d_out = probe.shape[-1]
-    copies = steps * d_out
-    first = x[0].expand(copies, d_in).clone().requires_grad_(True)  # (N*Dh, D)  one leaf x_1 per copy
-    rest = x[1:].expand(copies, steps - 1, d_in)  # (N*Dh, N-1, D)
-    out = sequence_fn(torch.cat([first[:, None], rest], dim=1))  # (N*Dh, N, Dh)
-    copy = torch.arange(copies)
-    step, unit = copy // d_out, copy % d_out  # copy (n, i) reads out_n[i]
-    (grad,) = torch.autograd.grad(out[copy, step, unit].sum(), first)  # (N*Dh, D)
-    jacobians = grad.reshape(steps, d_out, d_in)  # (N, Dh, D)  d out_n / d x_1
+    tangent = torch.zeros(d_in, steps, d_in, dtype=x.dtype)  # (D, N, D)
+    tangent[:, 0, :] = torch.eye(d_in, dtype=x.dtype)  # copy k: direction e_k on x_1, nothing elsewhere
+    with forward_ad.dual_level():
+        batch = forward_ad.make_dual(x.expand(d_in, steps, d_in).contiguous(), tangent)  # (D, N, D)
+        out = sequence_fn(batch)  # (D, N, Dh)
+        if out.dim() != 3 or out.shape[:2] != (d_in, steps):
+            raise ValueError(f"sequence_fn must map (B, N, D) to (B, N, Dh); got {tuple(out.shape)} for N = {steps}")
+        columns = forward_ad.unpack_dual(out).tangent  # (D, N, Dh)  copy k: d out_n / d x_1 . e_k
+    if columns is None:  # the output does not depend on x at all
+        return np.zeros(steps)
+    jacobians = columns.permute(1, 2, 0)  # (N, Dh, D)  d out_n / d x_1
     return jacobians.flatten(1).norm(dim=-1).detach().to(torch.float64).numpy()  # (N,)
 
 
@@ -107,10 +106,10 @@ class Bottleneck:
 
 
 def measure_bottleneck(steps: int = 32, hidden: int = 16, *, seed: int = 0) -> Bottleneck:
-    """||d out_n / d x_1|| for a seeded tanh RNN, a GRU and one causal attention head (float64).
+    """||d out_n / d x_1|| for a seeded tanh RNN, a GRU and one causal attention head, in float64.
 
     Inputs x_t ~ N(0, 1) in R^hidden; RNN and GRU use torch's default initialisation, attention
-    ``init_weights`` (std 1/sqrt(d)). Small sizes: N * hidden copies go through one backward pass.
+    ``init_weights`` (std 1/sqrt(d)). One forward-mode pass per model, batch = hidden copies.
     """
     if not 1 <= steps <= 256 or not 1 <= hidden <= 64:
         raise ValueError(f"steps must be in 1..256 and hidden in 1..64, got {steps}, {hidden}")
