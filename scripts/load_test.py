@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.browser import CHROMIUM_ARGS, chromium_path, streamlit_app  # noqa: E402
+from tests.browser import CHROMIUM_ARGS, chromium_path  # noqa: E402
 
 SCALING_LABELS = ("none (raw QKᵀ)", "÷ temperature", "÷ √d_k (the article)")
 SENTENCES = (
@@ -211,12 +211,20 @@ async def _drive(
 
 
 def run(
-    sessions: int = 10, seconds: float = 60.0, settle_s: float = 10.0, timeout_s: float = 60.0, view: str = "derivation"
+    sessions: int = 10,
+    seconds: float = 60.0,
+    settle_s: float = 10.0,
+    timeout_s: float = 60.0,
+    view: str = "derivation",
+    app_dir: str | Path | None = None,
+    env: dict | None = None,
 ) -> dict:
     """Start the app, drive ``sessions`` browser sessions for ``seconds``, return the measurements.
 
     ``view``: the page each session shows ("derivation", the default page, draws 12 charts; "compare"
     one). The chart watched is the softmax weights (derivation) or the view's first chart.
+    ``app_dir``: the checkout whose app.py runs (default: $ATTENTION_LENS_APP_DIR, else this
+    repository; ``benchmarks/appserver.py``); ``env``: extra environment for the server.
 
     Keys: sessions, seconds, updates, min_updates_per_session, errors, error_samples, latency_p50_s, latency_p95_s,
     latency_max_s, open_s, interaction_s, server_cpu_s, machine_cpu_s (busy CPU seconds of the
@@ -225,13 +233,14 @@ def run(
     """
     if not chromium_path():
         raise RuntimeError("no Chromium found (Debian/Ubuntu: apt-get install chromium, or set BROWSER_PATH)")
-    env = {"STREAMLIT_SERVER_DISCONNECTED_SESSION_TTL": "5", "PYTHONUNBUFFERED": "1"}
-    with streamlit_app(env=env, timeout=120) as url:
-        pid = server_pid(int(url.rsplit(":", 1)[1]))
-        if pid is None:
-            raise RuntimeError("could not find the streamlit server's process")
+    from benchmarks.appserver import app_server
+
+    server_env = {"STREAMLIT_SERVER_DISCONNECTED_SESSION_TTL": "5", "PYTHONUNBUFFERED": "1", **(env or {})}
+    with app_server(app_dir, env=server_env, timeout=120) as server:
+        url = server.url
+        pid = server_pid(server.port) or server.proc.pid
         numbers = asyncio.run(_drive(url, pid, sessions, seconds, settle_s, timeout_s, view))
-        return {**numbers, "view": view}
+        return {**numbers, "view": view, "app_dir": str(server.app_dir)}
 
 
 def summary(numbers: dict) -> str:
@@ -254,8 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=10.0, help="seconds to wait after closing the sessions")
     parser.add_argument("--view", default="derivation", help="derivation (12 charts, the default page) or compare")
     parser.add_argument("--json", type=Path, help="also write the numbers to this file")
+    parser.add_argument("--app-dir", help="checkout whose app.py runs (default: $ATTENTION_LENS_APP_DIR or this repo)")
     args = parser.parse_args(argv)
-    numbers = run(args.sessions, args.seconds, args.settle, view=args.view)
+    numbers = run(args.sessions, args.seconds, args.settle, view=args.view, app_dir=args.app_dir)
     print(summary(numbers))
     for sample in numbers["error_samples"]:
         print("  error:", sample)
