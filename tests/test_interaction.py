@@ -1,0 +1,106 @@
+"""What a click costs: view-only controls recompute nothing; numbers are kept once, float32, zero-copy.
+
+Counts calls into the pipeline while AppTest drives the app (AppTest runs app.py in this process),
+and checks the trace the app holds shares the capture's buffers instead of copying them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from attention_core import pipeline
+from attention_core.request import TraceRequest
+from ui import compute
+from ui.settings import VIEW_ONLY, VIEWS
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+TEXT = "Every click should feel instant, and the numbers must not be computed twice."
+
+
+def ok(at: AppTest) -> AppTest:
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    return at
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    compute.store().clear()
+    calls = {"build_trace": 0, "capture_text": 0}
+    for name in calls:
+        real = getattr(pipeline, name)
+
+        def counting(*args, _real=real, _name=name, **kwargs):
+            calls[_name] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(pipeline, name, counting)
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.session_state["text"] = TEXT
+    ok(at.run())
+    assert calls == {"build_trace": 1, "capture_text": 1}
+    return at, calls
+
+
+def test_view_only_controls_never_recompute(counted):
+    at, calls = counted
+    at.slider(key="head").set_value(5)
+    ok(at.run())
+    for view in VIEWS[:4]:  # derivation, compare, heads, query: the views that draw the trace
+        at.segmented_control(key="view").set_value(view)
+        ok(at.run())
+    at.selectbox(key="query").set_value(3)
+    ok(at.run())
+    at.segmented_control(key="view").set_value("heads")
+    ok(at.run())
+    at.selectbox(key="statistic").set_value("distance")
+    ok(at.run())
+    assert calls == {"build_trace": 1, "capture_text": 1}
+    assert {"head", "view", "query", "statistic"} == set(VIEW_ONLY)
+
+
+def test_a_numbers_control_builds_once_and_comes_back_from_the_store(counted):
+    at, calls = counted
+    at.radio(key="scaling").set_value("none")
+    ok(at.run())
+    assert calls == {"build_trace": 2, "capture_text": 1}  # the model is not run again for scaling
+    at.radio(key="scaling").set_value("sqrt_dk")
+    ok(at.run())
+    at.radio(key="scaling").set_value("none")
+    ok(at.run())
+    assert calls == {"build_trace": 2, "capture_text": 1}
+
+
+def test_head_is_not_part_of_the_numbers_key():
+    a, b = TraceRequest(head=0), TraceRequest(head=7)
+    assert compute.numbers_key(a) == compute.numbers_key(b)
+    assert compute.numbers_key(a) != compute.numbers_key(TraceRequest(scaling="none"))
+
+
+def test_trace_is_float32_and_shares_the_capture_buffers():
+    compute.store().clear()
+    request = TraceRequest(text=TEXT, head=2)
+    trace = compute.trace_for(request)
+    again = compute.trace_for(TraceRequest(text=TEXT, head=9))
+    assert again.head == 9 and again.core is trace.core  # another head: the same arrays, not a copy
+    cap = compute.capture(request.model, request.text, request.max_tokens, request.pad_to)
+    stacked = cap.attentions.numpy()
+    assert np.shares_memory(trace.model_attentions, stacked)
+    assert np.shares_memory(trace.model.weights, stacked)
+    for layer, layer_cap in enumerate(cap.layers):
+        assert np.shares_memory(layer_cap.attentions.numpy(), stacked[layer])
+    for array in (trace.core.scores, trace.core.weights, trace.model.scores, trace.model_attentions):
+        assert array.dtype == np.float32
+
+
+def test_default_budget_computes_the_full_context():
+    assert compute.token_budget_for(6, 12) >= 512  # MiniLM: every position it has
+    assert compute.token_budget_for(30, 9) >= 1024  # SmolLM2
+    for layers, heads in ((6, 12), (30, 9), (2, 4), (96, 96)):
+        tokens = compute.token_budget_for(layers, heads)
+        assert compute.request_bytes(layers, heads, tokens) <= compute.MAX_TRACE_MB * 2**20 or tokens == 16
+        assert compute.request_bytes(layers, heads, tokens + 1) > compute.MAX_TRACE_MB * 2**20 or tokens == 16

@@ -1,0 +1,68 @@
+"""ui/store.Store: bounded by bytes, least recently used out first, each key computed once."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from ui.store import Store
+
+
+def test_evicts_least_recently_used_beyond_the_budget():
+    store = Store(budget_bytes=100)
+    store.get("a", lambda: "A", lambda v: 40)
+    store.get("b", lambda: "B", lambda v: 40)
+    store.get("a", lambda: pytest.fail("a is cached"), lambda v: 40)  # a is now the most recent
+    store.get("c", lambda: "C", lambda v: 40)  # 120 > 100: b (least recent) goes
+    assert len(store) == 2 and store.nbytes == 80
+    assert store.get("b", lambda: "B again", lambda v: 40) == "B again"
+    assert store.hits == 1 and store.misses == 4
+
+
+def test_the_newest_entry_stays_even_when_over_budget():
+    store = Store(budget_bytes=10)
+    store.get("small", lambda: 1, lambda v: 5)
+    assert store.get("huge", lambda: 2, lambda v: 1000) == 2
+    assert len(store) == 1 and store.get("huge", lambda: pytest.fail("cached"), lambda v: 0) == 2
+
+
+def test_one_computation_for_many_callers_at_once():
+    store, calls, results = Store(budget_bytes=10**6), [], []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.2)
+        return object()
+
+    threads = [threading.Thread(target=lambda: results.append(store.get("k", slow, lambda v: 1))) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert len(calls) == 1
+    assert len(results) == 8 and all(r is results[0] for r in results)  # the same object: never copied
+
+
+def test_a_failed_computation_is_not_cached_and_waiting_callers_retry():
+    store, attempts = Store(budget_bytes=100), []
+    started = threading.Event()
+
+    def failing():
+        attempts.append("fail")
+        started.set()
+        time.sleep(0.1)
+        raise RuntimeError("boom")
+
+    def second():
+        started.wait(5)
+        return store.get("k", lambda: attempts.append("ok") or "value", lambda v: 1)
+
+    out = []
+    waiter = threading.Thread(target=lambda: out.append(second()))
+    waiter.start()
+    with pytest.raises(RuntimeError, match="boom"):
+        store.get("k", failing, lambda v: 1)
+    waiter.join(5)
+    assert out == ["value"] and attempts == ["fail", "ok"]

@@ -1,0 +1,64 @@
+"""Display copies: a thumbnail never sends more cells than it has pixels, and says what a cell means."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from viz.heads import GRID_DISPLAY_MAX, head_grid
+from viz.heatmaps import block_means
+from viz.stats import overview_matrix, row_entropy
+
+
+def test_block_means_by_hand():
+    values = np.arange(16, dtype=np.float32).reshape(4, 4)
+    mask = np.tril(np.ones((4, 4), bool))  # causal: the upper right block is empty
+    means, empty, block = block_means(values, mask, max_side=2)
+    assert block == 2
+    assert means[0, 0] == (0 + 4 + 5) / 3  # allowed cells of the top-left block: (0,0), (1,0), (1,1)
+    assert np.isnan(means[0, 1]) and empty[0, 1]
+    assert means[1, 0] == (8 + 9 + 12 + 13) / 4
+    assert means[1, 1] == (10 + 14 + 15) / 3
+
+
+def test_block_means_pads_a_side_that_does_not_divide():
+    values = np.ones((5, 3))
+    means, empty, block = block_means(values, None, max_side=2)
+    assert block == 3 and means.shape == (2, 1) and np.all(means == 1.0) and not empty.any()
+
+
+def test_block_means_is_the_matrix_itself_when_it_fits():
+    values = np.random.default_rng(0).random((6, 6))
+    means, _, block = block_means(values, None, max_side=8)
+    assert block == 1 and np.array_equal(means, values)
+
+
+def test_head_grid_sends_thumbnails_for_long_inputs():
+    n, heads = 300, 4
+    weights = np.random.default_rng(1).random((heads, n, n)).astype(np.float32)
+    weights /= weights.sum(-1, keepdims=True)
+    tokens = [f"t{i}" for i in range(n)]
+    fig = head_grid(weights, tokens, tokens, mask=np.tril(np.ones((n, n), bool)))
+    panels = [trace for trace in fig.data if trace.name and trace.name.startswith("head ") and "masked" not in trace.name]
+    assert len(panels) == heads
+    for h, panel in enumerate(panels):
+        z = np.asarray(panel.z)
+        assert max(z.shape) <= GRID_DISPLAY_MAX
+        block = int(np.ceil(n / GRID_DISPLAY_MAX))
+        expected, _, _ = block_means(weights[h], np.tril(np.ones((n, n), bool)), GRID_DISPLAY_MAX)
+        assert np.allclose(np.nan_to_num(z), np.nan_to_num(expected), atol=1e-6)
+        assert f"{block}×{block} block" in panel.hovertemplate
+    assert "mean of a" in fig.layout.title.text
+
+
+def test_head_grid_keeps_exact_cells_for_short_inputs():
+    weights = np.random.default_rng(2).random((2, 10, 10))
+    fig = head_grid(weights, list("abcdefghij"), list("abcdefghij"))
+    assert np.allclose(np.asarray(fig.data[0].z), weights[0])
+
+
+def test_overview_per_layer_equals_the_whole_array_at_once():
+    attentions = np.random.default_rng(3).random((3, 2, 5, 5)).astype(np.float32)
+    attentions /= attentions.sum(-1, keepdims=True)
+    by_layer = overview_matrix(attentions, "entropy")
+    assert by_layer.shape == (3, 2)
+    assert np.allclose(by_layer, row_entropy(attentions.astype(np.float64)).mean(-1))
