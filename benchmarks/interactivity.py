@@ -259,8 +259,9 @@ class Page:
     def open(self, url: str) -> dict:
         finished = self.frames.finished
         self.page.goto(url, timeout=self.timeout_s * 1e3)
-        self.page.wait_for_function("() => window.__lens && window.__lens.firstChartAt !== null",
-                                    timeout=self.timeout_s * 1e3, polling=50)
+        self.page.wait_for_function(
+            "() => window.__lens && window.__lens.firstChartAt !== null", timeout=self.timeout_s * 1e3, polling=50
+        )
         s = self.settle(finished, armed=False)
         return {
             "first_chart_s": s["firstChartAt"] / 1e3,
@@ -463,9 +464,18 @@ def run_model(model: str, sizes, repeats: int, app_dir, env: dict, timeout_s: fl
 # ---------------------------------------------------------------- the section
 
 
-def collect(app_dir=None, models=MODELS, sizes=SIZES, repeats: int = 5, env: dict | None = None,
-            load: bool = True, load_view: str = "derivation", quick: bool = False, timeout_s: float = 180.0,
-            log_dir: Path | None = None) -> dict:
+def collect(
+    app_dir=None,
+    models=MODELS,
+    sizes=SIZES,
+    repeats: int = 5,
+    env: dict | None = None,
+    load: bool = True,
+    load_view: str = "derivation",
+    quick: bool = False,
+    timeout_s: float = 180.0,
+    log_dir: Path | None = None,
+) -> dict:
     """Every number of the section (JSON-able)."""
     from .appserver import app_dir as resolve
 
@@ -508,10 +518,15 @@ def _commit(folder: Path) -> str | None:
     import subprocess
 
     try:
-        out = subprocess.run(["git", "-C", str(folder), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=30)
-        dirty = subprocess.run(["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=30).stdout.strip()
+        out = subprocess.run(
+            ["git", "-C", str(folder), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=30
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(folder), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() + (" + uncommitted changes" if dirty else "") if out.returncode == 0 else None
@@ -519,8 +534,11 @@ def _commit(folder: Path) -> str | None:
 
 def merge(old: dict, new: dict) -> dict:
     """``old`` with ``new``'s models and load tests put in (runs of one checkout in parts); envs kept per model."""
-    out = {**old, "models": {**old.get("models", {}), **new.get("models", {})},
-           "load": {**old.get("load", {}), **new.get("load", {})}}
+    out = {
+        **old,
+        "models": {**old.get("models", {}), **new.get("models", {})},
+        "load": {**old.get("load", {}), **new.get("load", {})},
+    }
     for part in ("models", "load"):
         for key in new.get(part, {}):
             if isinstance(out[part][key], dict):
@@ -533,8 +551,12 @@ def tables(data: dict, label: str = "") -> str:
     """Markdown: one table per model (rows: n; columns: the actions), then opening, bytes, memory, load."""
     parts = []
     for model, result in data["models"].items():
-        headers = ["n (tokens shown)", *[f"{name} ({'v' if kind == VIEW_ONLY else 'r'})" for name, kind, _ in ACTIONS],
-                   "open link: first chart / settled (s)", "server peak RSS (MB)"]
+        headers = [
+            "n (tokens shown)",
+            *[f"{name} ({'v' if kind == VIEW_ONLY else 'r'})" for name, kind, _ in ACTIONS],
+            "open link: first chart / settled (s)",
+            "server peak RSS (MB)",
+        ]
         rows = []
         for row in result["rows"]:
             if "error" in row:
@@ -542,24 +564,34 @@ def tables(data: dict, label: str = "") -> str:
                 continue
             summary = row["summary"]
             opened = row.get("open", {})
-            rows.append([
-                f"{row['n']} ({row.get('tokens') or '?'})",
-                *[fmt_s(summary[name]["painted_s"]) for name, _, _ in ACTIONS],
-                f"{fmt_s(opened.get('first_chart_s'))} / {fmt_s(opened.get('settled_s'))}",
-                f"{row.get('rss_peak_bytes', 0) / 1e6:,.0f}",
-            ])
-        parts.append(f"**{model}{label}**: seconds from the input to the last paint (median of "
-                     f"{data['repeats']}); v = view-only, r = recompute; warm-up {result.get('warmup_s', 0):.0f} s, "
-                     f"server RSS idle {result.get('rss_idle_bytes', 0) / 1e6:,.0f} MB, after warm-up "
-                     f"{result.get('rss_warm_bytes', 0) / 1e6:,.0f} MB.")
+            rows.append(
+                [
+                    f"{row['n']} ({row.get('tokens') or '?'})",
+                    *[fmt_s(summary[name]["painted_s"]) for name, _, _ in ACTIONS],
+                    f"{fmt_s(opened.get('first_chart_s'))} / {fmt_s(opened.get('settled_s'))}",
+                    f"{row.get('rss_peak_bytes', 0) / 1e6:,.0f}",
+                ]
+            )
+        parts.append(
+            f"**{model}{label}**: seconds from the input to the last paint (median of "
+            f"{data['repeats']}); v = view-only, r = recompute; warm-up {result.get('warmup_s', 0):.0f} s, "
+            f"server RSS idle {result.get('rss_idle_bytes', 0) / 1e6:,.0f} MB, after warm-up "
+            f"{result.get('rss_warm_bytes', 0) / 1e6:,.0f} MB."
+        )
         parts.append(table(headers, rows))
         byte_rows = [
-            [f"{row['n']} ({row.get('tokens') or '?'})", *[fmt_mb(row["summary"][name]["bytes"]) for name, _, _ in ACTIONS]]
-            for row in result["rows"] if "summary" in row and row["summary"]
+            [
+                f"{row['n']} ({row.get('tokens') or '?'})",
+                *[fmt_mb(row["summary"][name]["bytes"]) for name, _, _ in ACTIONS],
+            ]
+            for row in result["rows"]
+            if "summary" in row and row["summary"]
         ]
         parts.append(f"**{model}{label}**: websocket bytes received per change (MB, median)")
         parts.append(table(["n (tokens shown)", *[name for name, _, _ in ACTIONS]], byte_rows))
-        problems = [f"n={row['n']}: {', '.join(row.get('missing', []))} n/a" for row in result["rows"] if row.get("missing")]
+        problems = [
+            f"n={row['n']}: {', '.join(row.get('missing', []))} n/a" for row in result["rows"] if row.get("missing")
+        ]
         problems += [f"n={row['n']}: {f}" for row in result["rows"] for f in row.get("failures", [])]
         if problems:
             parts.append("Not measured: " + "; ".join(problems[:12]) + ".")
@@ -568,25 +600,48 @@ def tables(data: dict, label: str = "") -> str:
         lines = []
         proto = load.get("protocol")
         if proto and "error" not in proto:
-            lines.append([
-                f"protocol: {proto['sessions']} sessions x {proto['seconds']:.0f} s, a change every {proto['interval_s']:.0f} s",
-                proto["changes"], proto["errors"], fmt_s(proto["all"]["p50_s"]), fmt_s(proto["all"]["p95_s"]),
-                f"{proto['rss_single_warm_mb']:,.0f} / {proto['rss_peak_mb']:,.0f} / {proto['rss_after_mb']:,.0f}",
-            ])
+            lines.append(
+                [
+                    f"protocol: {proto['sessions']} sessions x {proto['seconds']:.0f} s, a change every {proto['interval_s']:.0f} s",
+                    proto["changes"],
+                    proto["errors"],
+                    fmt_s(proto["all"]["p50_s"]),
+                    fmt_s(proto["all"]["p95_s"]),
+                    f"{proto['rss_single_warm_mb']:,.0f} / {proto['rss_peak_mb']:,.0f} / {proto['rss_after_mb']:,.0f}",
+                ]
+            )
         elif proto:
             lines.append(["protocol", "failed", proto["error"][:100], "", "", ""])
         browser = load.get("browser")
         if browser and "error" not in browser:
-            lines.append([
-                f"browser: {browser['sessions']} sessions x {browser['seconds']:.0f} s ({browser.get('view')} view)",
-                browser["updates"], browser["errors"], fmt_s(browser["latency_p50_s"]), fmt_s(browser["latency_p95_s"]),
-                f"{browser['rss_baseline_mb']:,.0f} / {browser['rss_peak_mb']:,.0f} / {browser['rss_after_mb']:,.0f}",
-            ])
+            lines.append(
+                [
+                    f"browser: {browser['sessions']} sessions x {browser['seconds']:.0f} s ({browser.get('view')} view)",
+                    browser["updates"],
+                    browser["errors"],
+                    fmt_s(browser["latency_p50_s"]),
+                    fmt_s(browser["latency_p95_s"]),
+                    f"{browser['rss_baseline_mb']:,.0f} / {browser['rss_peak_mb']:,.0f} / {browser['rss_after_mb']:,.0f}",
+                ]
+            )
         elif browser:
             lines.append(["browser", "failed", browser["error"][:100], "", "", ""])
-        parts.append("**Load** (MiniLM; RSS of the server process tree for protocol, of the streamlit process for browser):")
-        parts.append(table(["test", "changes", "errors", "p50 (s)", "p95 (s)",
-                            "server RSS MiB: one warm session / peak / 10 s after close"], lines))
+        parts.append(
+            "**Load** (MiniLM; RSS of the server process tree for protocol, of the streamlit process for browser):"
+        )
+        parts.append(
+            table(
+                [
+                    "test",
+                    "changes",
+                    "errors",
+                    "p50 (s)",
+                    "p95 (s)",
+                    "server RSS MiB: one warm session / peak / 10 s after close",
+                ],
+                lines,
+            )
+        )
     return "\n\n".join(parts)
 
 
@@ -600,37 +655,73 @@ def targets(data: dict) -> list[Target]:
                 budget = budget_for(kind, row["n"], model)
                 if budget is None:
                     continue
-                worst = [(s["painted_s"], name) for name, s in row["summary"].items()
-                         if s["kind"] == kind and s["painted_s"] is not None]
+                worst = [
+                    (s["painted_s"], name)
+                    for name, s in row["summary"].items()
+                    if s["kind"] == kind and s["painted_s"] is not None
+                ]
                 if not worst:
                     continue
                 value, name = max(worst)
-                found.append(Target(f"{model} n={row['n']}: slowest {kind} click to paint", f"<= {budget:.2f} s",
-                                    f"{value:.2f} s ({name}; {row.get('tokens')} tokens shown)", value <= budget))
+                found.append(
+                    Target(
+                        f"{model} n={row['n']}: slowest {kind} click to paint",
+                        f"<= {budget:.2f} s",
+                        f"{value:.2f} s ({name}; {row.get('tokens')} tokens shown)",
+                        value <= budget,
+                    )
+                )
             if row["n"] == 512:
                 opened = row.get("open", {}).get("first_chart_s")
                 if opened is not None:
-                    found.append(Target(f"{model} n=512: open a link to first chart", f"<= {OPEN_BUDGET_S:.0f} s",
-                                        f"{opened:.2f} s", opened <= OPEN_BUDGET_S))
+                    found.append(
+                        Target(
+                            f"{model} n=512: open a link to first chart",
+                            f"<= {OPEN_BUDGET_S:.0f} s",
+                            f"{opened:.2f} s",
+                            opened <= OPEN_BUDGET_S,
+                        )
+                    )
                 for name, limit in BYTES_BUDGET.items():
                     got = row["summary"][name]["bytes"]
                     if got is not None and model == "minilm":
-                        found.append(Target(f"minilm n=512: websocket bytes per {name} change", f"<= {limit / 1e6:.1f} MB",
-                                            f"{got / 1e6:.2f} MB", got <= limit))
+                        found.append(
+                            Target(
+                                f"minilm n=512: websocket bytes per {name} change",
+                                f"<= {limit / 1e6:.1f} MB",
+                                f"{got / 1e6:.2f} MB",
+                                got <= limit,
+                            )
+                        )
     proto = data.get("load", {}).get("protocol")
     if proto and "error" not in proto:
-        found.append(Target("protocol load: 30 sessions x 60 s, errors and p95", "0 errors, p95 <= 3 s",
-                            f"{proto['errors']} errors, p95 {proto['all']['p95_s']:.2f} s",
-                            proto["errors"] == 0 and proto["all"]["p95_s"] <= 3.0))
-        found.append(Target("protocol load: RSS 10 s after close vs one warm session", "<= +200 MB",
-                            f"{proto['rss_after_minus_single_mb'] * 2**20 / 1e6:+.0f} MB",
-                            proto["rss_after_minus_single_mb"] * 2**20 <= 200e6))
+        found.append(
+            Target(
+                "protocol load: 30 sessions x 60 s, errors and p95",
+                "0 errors, p95 <= 3 s",
+                f"{proto['errors']} errors, p95 {proto['all']['p95_s']:.2f} s",
+                proto["errors"] == 0 and proto["all"]["p95_s"] <= 3.0,
+            )
+        )
+        found.append(
+            Target(
+                "protocol load: RSS 10 s after close vs one warm session",
+                "<= +200 MB",
+                f"{proto['rss_after_minus_single_mb'] * 2**20 / 1e6:+.0f} MB",
+                proto["rss_after_minus_single_mb"] * 2**20 <= 200e6,
+            )
+        )
     browser = data.get("load", {}).get("browser")
     if browser and "error" not in browser:
-        found.append(Target("browser load: 10 sessions x 60 s", "0 errors, p50 <= 2 s, p95 <= 4 s",
-                            f"{browser['errors']} errors, p50 {browser['latency_p50_s']:.2f} s, "
-                            f"p95 {browser['latency_p95_s']:.2f} s",
-                            browser["errors"] == 0 and browser["latency_p50_s"] <= 2 and browser["latency_p95_s"] <= 4))
+        found.append(
+            Target(
+                "browser load: 10 sessions x 60 s",
+                "0 errors, p50 <= 2 s, p95 <= 4 s",
+                f"{browser['errors']} errors, p50 {browser['latency_p50_s']:.2f} s, "
+                f"p95 {browser['latency_p95_s']:.2f} s",
+                browser["errors"] == 0 and browser["latency_p50_s"] <= 2 and browser["latency_p95_s"] <= 4,
+            )
+        )
     return found
 
 
@@ -640,13 +731,17 @@ def body(data: dict, before: dict | None) -> str:
         "Streamlit's running indicator + the websocket's `script_finished`; the time is input to the last "
         "paint before 300 ms of quiet). Each change goes to a value not shown before on that page.",
         f"App measured: `{data['app_dir']}` at {data.get('commit')}"
-        + (f", server environment {data['env']}" if data.get("env") else "") + ".",
+        + (f", server environment {data['env']}" if data.get("env") else "")
+        + ".",
         tables(data),
     ]
     if before is not None and before is not data:
-        parts += [f"**Before** (`benchmarks/results/interactivity_before.json`: {before.get('commit')}"
-                  + (f", server environment {before['env']}" if before.get("env") else "") + "):",
-                  tables(before, " (before)")]
+        parts += [
+            f"**Before** (`benchmarks/results/interactivity_before.json`: {before.get('commit')}"
+            + (f", server environment {before['env']}" if before.get("env") else "")
+            + "):",
+            tables(before, " (before)"),
+        ]
     return "\n\n".join(parts)
 
 
@@ -675,20 +770,35 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.interactivity", description=__doc__.split("\n")[0])
     parser.add_argument("--app-dir", help="checkout whose app.py runs (default: $ATTENTION_LENS_APP_DIR or this repo)")
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--sizes", default=None, help="comma-separated token counts (default 16,64,256,512; --quick 64,512)")
+    parser.add_argument(
+        "--sizes", default=None, help="comma-separated token counts (default 16,64,256,512; --quick 64,512)"
+    )
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="sizes 64 and 512 only, no 1,024, 30 s load tests")
     parser.add_argument("--no-load", action="store_true", help="skip the two load tests")
     parser.add_argument("--load-view", default="derivation", help="view of the 10 browser sessions")
     parser.add_argument("--server-env", action="append", help="KEY=VALUE for the server (repeatable)")
-    parser.add_argument("--json", type=Path, help="write the numbers here (e.g. benchmarks/results/interactivity_before.json)")
-    parser.add_argument("--merge", action="store_true",
-                        help="update --json's models and load results with this run's instead of replacing the file")
+    parser.add_argument(
+        "--json", type=Path, help="write the numbers here (e.g. benchmarks/results/interactivity_before.json)"
+    )
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="update --json's models and load results with this run's instead of replacing the file",
+    )
     args = parser.parse_args(argv)
     sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else (QUICK_SIZES if args.quick else SIZES)
-    data = collect(args.app_dir, tuple(m for m in args.models.split(",") if m), sizes, args.repeats,
-                   parse_env(args.server_env), load=not args.no_load, load_view=args.load_view, quick=args.quick,
-                   log_dir=HERE / "results" / "tmp")
+    data = collect(
+        args.app_dir,
+        tuple(m for m in args.models.split(",") if m),
+        sizes,
+        args.repeats,
+        parse_env(args.server_env),
+        load=not args.no_load,
+        load_view=args.load_view,
+        quick=args.quick,
+        log_dir=HERE / "results" / "tmp",
+    )
     print(tables(data))
     for t in targets(data):
         print(f"    {('met' if t.met else 'MISSED'):>6}: {t.name}: {t.measured} (goal {t.goal})")

@@ -49,7 +49,11 @@ ROTATION = (
     ("Divide the scores by", "recompute", "next"),
     ("View", "view-only", ("Heads & layers", "Derivation")),
     ("Mask", "recompute", ("causal: no future keys", "none: every key", "what the model uses")),
-    ("Positional encoding (own core)", "recompute", ("none (bag of words)", "sinusoidal (added to X)", "the model's own")),
+    (
+        "Positional encoding (own core)",
+        "recompute",
+        ("none (bag of words)", "sinusoidal (added to X)", "the model's own"),
+    ),
 )
 TEXTS = (
     "The animal didn't cross the street because it was too tired.",
@@ -347,11 +351,24 @@ async def _warm(ws_url: str, timeout_s: float, extra) -> dict:
         result, elapsed, _ = await client.change(label, how)
         if result is not None:
             changes.append({"label": label, "s": elapsed, "errors": result.errors})
-    return {"client": client, "open_s": open_s, "errors": run.errors, "widgets": sorted(client.widgets), "changes": changes}
+    return {
+        "client": client,
+        "open_s": open_s,
+        "errors": run.errors,
+        "widgets": sorted(client.widgets),
+        "changes": changes,
+    }
 
 
-def drive(server, sessions: int = 30, seconds: float = 60.0, interval: float = 2.0, settle_s: float = 10.0,
-          timeout_s: float = 60.0, extra: dict | None = None) -> dict:
+def drive(
+    server,
+    sessions: int = 30,
+    seconds: float = 60.0,
+    interval: float = 2.0,
+    settle_s: float = 10.0,
+    timeout_s: float = 60.0,
+    extra: dict | None = None,
+) -> dict:
     """Run the test against a started ``benchmarks.appserver.Server``; returns the numbers (see module doc)."""
     from .appserver import RssSampler
 
@@ -368,8 +385,14 @@ def drive(server, sessions: int = 30, seconds: float = 60.0, interval: float = 2
             numbers["warm_changes"] = warm["changes"]
             numbers["widgets_seen"] = warm["widgets"]
             await warm["client"].close()
-            state = {"errors": list(warm["errors"]), "latencies": {"view-only": [], "recompute": []},
-                     "per_label": {}, "skipped": [], "busy": 0, "opens": []}
+            state = {
+                "errors": list(warm["errors"]),
+                "latencies": {"view-only": [], "recompute": []},
+                "per_label": {},
+                "skipped": [],
+                "busy": 0,
+                "opens": [],
+            }
             mark = time.monotonic()
             stop_at = mark + seconds
             await asyncio.gather(
@@ -403,8 +426,16 @@ def drive(server, sessions: int = 30, seconds: float = 60.0, interval: float = 2
     return asyncio.run(main())
 
 
-def run(app_dir=None, sessions: int = 30, seconds: float = 60.0, interval: float = 2.0, settle_s: float = 10.0,
-        timeout_s: float = 60.0, env: dict | None = None, extra: dict | None = None) -> dict:
+def run(
+    app_dir=None,
+    sessions: int = 30,
+    seconds: float = 60.0,
+    interval: float = 2.0,
+    settle_s: float = 10.0,
+    timeout_s: float = 60.0,
+    env: dict | None = None,
+    extra: dict | None = None,
+) -> dict:
     """Start the app (``app_dir``: which checkout), drive it, stop it; returns the numbers."""
     from .appserver import app_server
 
