@@ -162,8 +162,8 @@ def _permutation(trace: ModelTrace, settings: Settings) -> None:
     st.markdown(
         "The article says attention is *permutation invariant*. For the per-token outputs the exact word is "
         "**equivariant**: without positions, shuffling the input rows shuffles the output rows the same way, "
-        "attn(PX) = P·attn(X), which is what the permutation demo above shows. The rows themselves are not "
-        "unchanged (token 3's output now sits at another place). What *is* unchanged is anything that does not "
+        "attn(PX) = P·attn(X), which is what pitfall 3's permutation demo shows. The rows themselves are not "
+        "unchanged: each token's output row now sits at that token's new position. What *is* unchanged is anything that does not "
         "care about order: the average of the output rows, or one query's output as a function of the set of "
         "(key, value) pairs it reads. Both words lead to the article's point: without a positional encoding "
         "the layer cannot tell one order from another."
@@ -188,7 +188,8 @@ def _permutation(trace: ModelTrace, settings: Settings) -> None:
     )
     st.caption(
         "Near 0 means the property holds (float64 rounding is about 1e-16). With no encoding: the first "
-        "column is large, the other two are ~0. An encoding breaks the row equality and the pooled one too."
+        "column is large, the other two are ~0. Pick an encoding in pitfall 3 and a second row shows it "
+        "breaking both equalities."
     )
     head = trace.core.head(trace.head)
     keys = head.k.shape[0]
