@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .common import HERE, ROOT, Config, SectionResult
 
-SECTION_ORDER = ("core", "models", "app", "browser", "peer", "limit")
+SECTION_ORDER = ("core", "models", "app", "browser", "peer", "limit", "interactivity")
 TITLES = {
     "core": "1. Attention core vs torch SDPA vs transformers eager",
     "models": "2. Model capture + replay vs a plain forward with attentions",
@@ -23,12 +23,13 @@ TITLES = {
     "browser": "4. Browser: control change to updated chart, JS heap",
     "peer": "5. Peer: bertviz head_view / model_view vs the app's equivalent views",
     "limit": "6. The limit: achieved GFLOP/s",
+    "interactivity": "7. Interactivity (issue 12): click to painted chart, opening a link, websocket bytes, memory, load",
 }
 REQUIREMENTS = ROOT / "requirements-bench.txt"
 
 
 def section_module(key: str):
-    from . import app_speed, browser_latency, core_sdpa, limit, models, peer
+    from . import app_speed, browser_latency, core_sdpa, interactivity, limit, models, peer
 
     return {
         "core": core_sdpa,
@@ -37,6 +38,7 @@ def section_module(key: str):
         "browser": browser_latency,
         "peer": peer,
         "limit": limit,
+        "interactivity": interactivity,
     }[key]
 
 

@@ -13,7 +13,12 @@ HOW_TO_RUN = """\
 make bench                                   # = .venv/bin/python -m benchmarks (about 10-15 minutes)
 .venv/bin/python -m benchmarks --sections core,limit   # some sections only: core models app browser peer limit
 .venv/bin/python -m benchmarks --smoke --out /tmp/b    # tiny sizes, one repeat (what tests/test_benchmarks_smoke.py runs)
+.venv/bin/python -m benchmarks --sections interactivity  # issue 12: click to paint, link open, bytes, RSS, load tests
+.venv/bin/python -m benchmarks.interactivity --app-dir /tmp/before --json benchmarks/results/interactivity_before.json
 ```
+Section 7 measures the working tree's app, or another checkout's with `--app-dir` / `ATTENTION_LENS_APP_DIR`
+(`BENCH_INTERACTIVITY_QUICK=1`: sizes 64 and 512 only, 30 s load tests); its tables include the saved
+before numbers (`results/interactivity_before.json`) next to this run's.
 bertviz and IPython (section 5 only) come from `requirements-bench.txt`; `python -m benchmarks` installs them
 with `pip install --no-deps -r requirements-bench.txt` when `import bertviz` fails (`--no-install` turns that off)."""
 

@@ -17,7 +17,7 @@ import pytest
 
 from tests.browser import ROOT, chromium_path
 
-pytestmark = pytest.mark.slow
+slow = pytest.mark.slow  # the smoke run below; the pure tests at the end are fast
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +49,7 @@ def smoke_run(tmp_path_factory):
     return out, done, sections.split(",")
 
 
+@slow
 def test_every_section_runs_and_the_report_is_written(smoke_run):
     out, done, sections = smoke_run
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -63,6 +64,7 @@ def test_every_section_runs_and_the_report_is_written(smoke_run):
         assert result["error"] is None, result["error"]
 
 
+@slow
 def test_sections_hold_their_numbers(smoke_run):
     out, _, sections = smoke_run
     core = json.loads((out / "results" / "core.json").read_text())
@@ -84,3 +86,89 @@ def test_sections_hold_their_numbers(smoke_run):
     peer = json.loads((out / "results" / "peer.json").read_text())
     if peer["skipped"] is None:
         assert {r["view"] for r in peer["data"]["rows"]} == {"bertviz_head", "bertviz_model", "app_head", "app_model"}
+
+
+# ---------------------------------------------------------------- issue 12 harness: pure parts, no browser
+
+
+def test_percentiles_and_summaries():
+    from benchmarks.load_protocol import percentile, summarize
+
+    values = [float(v) for v in range(1, 101)]  # 1..100
+    assert percentile(values, 0.5) == pytest.approx(50.5)
+    assert percentile(values, 0.95) == pytest.approx(95.05)  # numpy's linear interpolation
+    assert percentile([3.0], 0.95) == 3.0
+    assert percentile([], 0.5) != percentile([], 0.5)  # NaN
+    numbers = summarize([0.2, 0.1, 0.4])
+    assert numbers["count"] == 3 and numbers["p50_s"] == pytest.approx(0.2) and numbers["max_s"] == 0.4
+
+
+def test_protocol_messages_round_trip():
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    from benchmarks.load_protocol import RunResult, Widget, next_value, read_forward, rerun_message, widget_state
+
+    head = Widget(kind="slider", id="$$ID-abc-head", label="Head", value=[2.0], low=0, high=11, step=1)
+    mask = Widget(kind="selectbox", id="$$ID-def-mask", label="Mask", options=["a", "b", "c"], value="a")
+    view = Widget(kind="button_group", id="$$ID-ghi-view", label="View", options=["D", "H"], value=["D"])
+    assert next_value(head, "next") == [3.0]
+    assert next_value(mask, ("b", "c")) == "b"
+    assert next_value(view, ("H", "D")) == ["H"]
+    raw = rerun_message(
+        "text=hi&max_tokens=8",
+        [widget_state(head, [3.0]), widget_state(mask, "b"), widget_state(view, ["H"])],
+        "page-hash",
+    )
+    msg = BackMsg()
+    msg.ParseFromString(raw)
+    assert msg.WhichOneof("type") == "rerun_script"
+    assert msg.rerun_script.query_string == "text=hi&max_tokens=8"
+    assert msg.rerun_script.page_script_hash == "page-hash"
+    states = {w.id: w for w in msg.rerun_script.widget_states.widgets}
+    assert list(states["$$ID-abc-head"].double_array_value.data) == [3.0]
+    assert states["$$ID-def-mask"].string_value == "b"
+    assert list(states["$$ID-ghi-view"].string_array_value.data) == ["H"]
+
+    run = RunResult()
+    delta = ForwardMsg()
+    delta.delta.new_element.radio.id = "$$ID-r-scaling"
+    delta.delta.new_element.radio.label = "Divide the scores by"
+    delta.delta.new_element.radio.options.extend(["x", "y"])
+    delta.delta.new_element.radio.default = 1
+    assert read_forward(delta.SerializeToString(), run) is False
+    assert run.widgets["Divide the scores by"].value == "y"
+    finished = ForwardMsg()
+    finished.script_finished = ForwardMsg.FINISHED_SUCCESSFULLY
+    assert read_forward(finished.SerializeToString(), run) is True and run.finished == "FINISHED_SUCCESSFULLY"
+
+
+def test_interactivity_pure_parts():
+    import base64
+
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    from benchmarks import interactivity as it
+
+    assert it.text_for(16) != it.text_for(64) and len(it.text_for(1024)) <= 2000
+    assert all(len(it.text_for(n)) <= 2000 for n in (16, 64, 256, 512, 1024))
+    assert "max_tokens=512" in it.link("http://x", "minilm", 512) and "model=" not in it.link("http://x", "minilm", 8)
+    assert "model=smollm2" in it.link("http://x", "smollm2", 8)
+    finished = ForwardMsg()
+    finished.script_finished = ForwardMsg.FINISHED_SUCCESSFULLY
+    payload = base64.b64encode(finished.SerializeToString()).decode()
+    assert it.is_script_finished(payload, 2) and not it.is_script_finished(payload, 1)
+    assert it.frame_bytes(base64.b64encode(b"12345").decode(), 2) == 5
+    assert it.budget_for(it.VIEW_ONLY, 512, "minilm") == 0.6 and it.budget_for(it.RECOMPUTE, 64, "smollm2") == 0.8
+    assert it.budget_for(it.VIEW_ONLY, 256, "minilm") is None
+    assert it.med([None, 3.0, 1.0, 2.0]) == 2.0 and it.med([]) is None
+    row = {
+        "clicks": {"head": [{"painted_s": 0.3, "bytes": 10, "errors": 0}, {"painted_s": 0.1, "bytes": 30, "errors": 0}]}
+    }
+    summary = it.summarize_row(row)
+    assert summary["head"]["painted_s"] == pytest.approx(0.2) and summary["head"]["bytes"] == 20
+    assert summary["query"]["count"] == 0 and summary["query"]["painted_s"] is None
+    merged = it.merge(
+        {"models": {"minilm": {"rows": []}}, "load": {}}, {"models": {"smollm2": {"rows": []}}, "env": {}}
+    )
+    assert set(merged["models"]) == {"minilm", "smollm2"}
