@@ -471,7 +471,7 @@ def collect(
     repeats: int = 5,
     env: dict | None = None,
     load: bool = True,
-    load_view: str = "derivation",
+    load_view: str = "compare",
     quick: bool = False,
     timeout_s: float = 180.0,
     log_dir: Path | None = None,
@@ -745,6 +745,19 @@ def body(data: dict, before: dict | None) -> str:
     return "\n\n".join(parts)
 
 
+def write_report_section(path: Path, data: dict, heading: str = TITLE, note: str = "") -> None:
+    """Put ``data``'s tables into REPORT.md as the section ``## heading`` (replaced if there, else appended)."""
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    section = f"## {heading}\n\n" + (note + "\n\n" if note else "") + body(data, None).rstrip() + "\n"
+    start = text.find(f"## {heading}")
+    if start < 0:
+        text = text.rstrip() + "\n\n" + section
+    else:
+        end = text.find("\n## ", start + 3)
+        text = text[:start] + section + (text[end + 1 :] if end >= 0 else "")
+    path.write_text(text, encoding="utf-8")
+
+
 def run(cfg: Config) -> SectionResult:
     result = SectionResult("interactivity", TITLE)
     from tests.browser import chromium_path
@@ -776,7 +789,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="sizes 64 and 512 only, no 1,024, 30 s load tests")
     parser.add_argument("--no-load", action="store_true", help="skip the two load tests")
-    parser.add_argument("--load-view", default="derivation", help="view of the 10 browser sessions")
+    parser.add_argument(
+        "--load-view",
+        default="compare",
+        help="view of the 10 browser sessions (compare: one chart, as tests/test_load.py)",
+    )
     parser.add_argument("--server-env", action="append", help="KEY=VALUE for the server (repeatable)")
     parser.add_argument(
         "--json", type=Path, help="write the numbers here (e.g. benchmarks/results/interactivity_before.json)"
@@ -785,6 +802,10 @@ def main(argv: list[str] | None = None) -> int:
         "--merge",
         action="store_true",
         help="update --json's models and load results with this run's instead of replacing the file",
+    )
+    parser.add_argument(
+        "--report-heading",
+        help="also write the tables into benchmarks/REPORT.md under this '## ' heading (replaced if present)",
     )
     args = parser.parse_args(argv)
     sizes = tuple(int(s) for s in args.sizes.split(",")) if args.sizes else (QUICK_SIZES if args.quick else SIZES)
@@ -807,6 +828,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.merge and args.json.exists():
             data = merge(json.loads(args.json.read_text()), data)
         args.json.write_text(json.dumps(data, indent=1, default=str))
+    if args.report_heading:
+        write_report_section(HERE / "REPORT.md", data, args.report_heading)
     return 0
 
 
