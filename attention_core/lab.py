@@ -16,6 +16,8 @@ from . import analysis, masks, positional
 from .multihead import init_weights, multi_head_self_attention
 from .traces import HeadTrace
 
+DEMO_D_MODEL, DEMO_D_K, DEMO_HEADS = 32, 16, 2  # sizes of the permutation demo's small attention layer
+
 
 @dataclass(frozen=True)
 class PermutationDemo:
@@ -29,7 +31,7 @@ class PermutationDemo:
 
 
 def permutation_demo(
-    embeddings: torch.Tensor, encoding: str, permutation, *, d_k: int = 16, heads: int = 2, seed: int = 0
+    embeddings: torch.Tensor, encoding: str, permutation, *, d_k: int = DEMO_D_K, heads: int = DEMO_HEADS, seed: int = 0
 ) -> PermutationDemo:
     """Self-attention of X and of X with its rows shuffled, with the chosen positional encoding.
 
@@ -178,7 +180,7 @@ def cost_table(
 
 
 def permutation_demo_for_ids(
-    token_ids, encoding: str, permutation, *, d_model: int = 32, seed: int = 0
+    token_ids, encoding: str, permutation, *, d_model: int = DEMO_D_MODEL, seed: int = 0
 ) -> PermutationDemo:
     """The permutation demo on seeded embeddings of real token ids (same word, same vector)."""
     from .pipeline import scratch_embeddings
@@ -209,6 +211,18 @@ def encoding_table(encoding: str, length: int, d_model: int = 64, *, seed: int =
         return cos.numpy()
     if encoding == "alibi":
         return positional.alibi_bias(1, length)[0].numpy()
+    return None
+
+
+def demo_encoding_table(encoding: str, length: int, *, seed: int = 0) -> tuple[np.ndarray, str] | None:
+    """The table the permutation demo (``permutation_demo_for_ids``) uses, and its name for a figure:
+    sinusoidal or learned (length, DEMO_D_MODEL) added to X; rotary's cos table (length, DEMO_D_K)
+    applied per head. None for encodings without a table (none, ALiBi)."""
+    if encoding in ("sinusoidal", "learned"):
+        return encoding_table(encoding, length, DEMO_D_MODEL, seed=seed), encoding
+    if encoding == "rotary":
+        return encoding_table(encoding, length, DEMO_D_K), "rotary, cos of the angles"
+    encoding_table(encoding, length)  # refuses unknown names
     return None
 
 

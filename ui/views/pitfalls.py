@@ -155,13 +155,14 @@ def _order(trace: ModelTrace, settings: Settings) -> None:
         ),
         "permutation",
     )
-    table = lab.encoding_table(encoding, max(len(labels), 16))
-    if table is not None and encoding in ("sinusoidal", "learned", "rotary"):
+    shown = lab.demo_encoding_table(encoding, max(len(labels), 16), seed=settings.seed)
+    if shown is not None:
+        table, name = shown
         c1, c2 = st.columns(2)
         with c1:
-            figure(positional_heatmap(table, name=encoding, theme=theme), "position_table")
+            figure(positional_heatmap(table, name=name, theme=theme), "position_table")
         with c2:
-            figure(position_similarity_figure(table, name=encoding, theme=theme), "position_similarity")
+            figure(position_similarity_figure(table, name=name, theme=theme), "position_similarity")
     elif encoding == "alibi":
         st.caption("ALiBi adds −slope·|i − j| to the scores instead of changing X: nearby keys are preferred.")
 
