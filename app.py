@@ -140,8 +140,9 @@ def main() -> None:
     except ValueError as err:
         st.error(plain(str(err), 600), icon=":material/warning:")
         return
-    header.render(trace, str(device), settings)
+    replay_slot = header.render(trace, str(device), settings)
     view_panel(trace, settings, head_slot)
+    header.replay_metric(replay_slot, compute.with_replay(trace, settings.request()))
 
 
 @st.fragment

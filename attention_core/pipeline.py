@@ -7,7 +7,6 @@ them; ``build_trace`` is cheap and reruns on every control change that does not 
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import replace
 
 import numpy as np
@@ -156,6 +155,8 @@ def _np(t: torch.Tensor) -> np.ndarray:
 
 
 def _repeat_kv(t: torch.Tensor, heads: int) -> torch.Tensor:
+    if t.shape[-3] == heads:
+        return t  # one key/value head per query head: nothing to repeat (no copy)
     return t.repeat_interleave(heads // t.shape[-3], dim=-3)  # (H, S, E)
 
 
@@ -186,7 +187,18 @@ def layer_trace_from_core(mh: MultiHeadTrace, mask: torch.Tensor, weights: Proje
 
 
 def model_layer_trace(cap: Capture, layer: int) -> LayerTrace | None:
-    """The real model's own layer: its q, k, v, its returned weights and output; scores via replay."""
+    """The real model's own layer: its q, k, v, its returned weights and output; scores via replay.
+
+    Depends on the capture and the layer only, so it is built once per capture and layer.
+    """
+    key = ("model_layer", layer)
+    others = [k for k in list(cap.memo) if isinstance(k, tuple) and k[0] == "model_layer" and k != key]
+    for old in others[:-1]:  # keep this layer and the one seen last: a walk through layers stays bounded
+        cap.memo.pop(old, None)
+    return cap.derived(key, lambda: _model_layer_trace(cap, layer))
+
+
+def _model_layer_trace(cap: Capture, layer: int) -> LayerTrace | None:
     layer_cap = cap.layers[layer]
     if layer_cap.q is None:
         return None
@@ -213,25 +225,17 @@ def model_layer_trace(cap: Capture, layer: int) -> LayerTrace | None:
     )
 
 
-_REPLAYS: dict[int, tuple[weakref.ref, tuple, tuple]] = {}
-
-
 def replay_summary(cap: Capture) -> tuple[tuple[ReplayDiff, ...], tuple[ReplayDiff, ...]]:
-    """Per-layer max |core - model|: from captured q, k, v, and from X through W^Q/W^K/W^V.
+    """Per-layer max |core - model|: from captured q, k, v, and from X through W^Q/W^K/W^V (once per capture)."""
+    return cap.derived("replay_summary", lambda: _replay_summary(cap))
 
-    Computed once per capture (captures are cached and shared, so a weak reference keys it).
-    """
-    held = _REPLAYS.get(id(cap))
-    if held is not None and held[0]() is cap:
-        return held[1], held[2]
+
+def _replay_summary(cap: Capture) -> tuple[tuple[ReplayDiff, ...], tuple[ReplayDiff, ...]]:
     captured = tuple(replay(cap)) if any(layer.q is not None for layer in cap.layers) else ()
     hidden = []
     for index, layer in enumerate(cap.layers):
         if layer.projection is not None and layer.hidden_in is not None and not layer.qk_norm:
             hidden.append(replay_from_hidden_diff(cap, index))
-    for key in [k for k, v in _REPLAYS.items() if v[0]() is None]:
-        del _REPLAYS[key]
-    _REPLAYS[id(cap)] = (weakref.ref(cap), captured, tuple(hidden))
     return captured, tuple(hidden)
 
 
@@ -258,8 +262,14 @@ def departures(request: TraceRequest, facts: ModelFacts) -> list[str]:
     return said
 
 
-def build_trace(request: TraceRequest, loaded_facts: ModelFacts, cap: Capture, notices=()) -> ModelTrace:
-    """Cheap step: the own core for the chosen layer from a capture, beside the model's layer."""
+def build_trace(
+    request: TraceRequest, loaded_facts: ModelFacts, cap: Capture, notices=(), *, with_replay: bool = True
+) -> ModelTrace:
+    """Cheap step: the own core for the chosen layer from a capture, beside the model's layer.
+
+    ``with_replay=False`` leaves ``replay``/``replay_hidden`` empty: the app draws the view first and
+    asks ``replay_summary(cap)`` (every layer replayed twice, once per capture) afterwards.
+    """
     facts = loaded_facts
     notices = list(notices) + list(cap.notices)
     layer = min(request.layer, facts.num_layers - 1)
@@ -294,7 +304,7 @@ def build_trace(request: TraceRequest, loaded_facts: ModelFacts, cap: Capture, n
     if head != request.head:
         notices.append(f"head {request.head} does not exist; showing head {head}")
     model = model_layer_trace(cap, layer)
-    replay_captured, replay_hidden = replay_summary(cap)
+    replay_captured, replay_hidden = replay_summary(cap) if with_replay else ((), ())
     return ModelTrace(
         tokens=tuple(cap.tokens.labels),
         token_ids=tuple(int(i) for i in cap.tokens.ids.reshape(-1).tolist()),

@@ -62,3 +62,29 @@ def test_overview_per_layer_equals_the_whole_array_at_once():
     by_layer = overview_matrix(attentions, "entropy")
     assert by_layer.shape == (3, 2)
     assert np.allclose(by_layer, row_entropy(attentions.astype(np.float64)).mean(-1))
+
+
+def test_block_extremes_keep_the_worst_cell_and_its_sign():
+    from viz.heatmaps import block_extremes
+
+    values = np.array([[0.1, -0.9, 0.0, 0.2], [0.3, 0.4, 0.5, -0.6], [0, 0, 0, 0], [0, 0, 0, 1e-9]])
+    extremes, empty, block = block_extremes(values, None, max_side=2)
+    assert block == 2 and not empty.any()
+    assert extremes.tolist() == [[-0.9, -0.6], [0.0, 1e-9]]
+
+
+def test_compare_figure_for_long_inputs_sends_display_copies_and_the_exact_maximum():
+    from viz.compare import COMPARE_DISPLAY_MAX, compare_figure
+
+    n = 400
+    rng = np.random.default_rng(4)
+    core = rng.random((n, n)).astype(np.float32)
+    model = core.copy()
+    model[123, 321] += 3e-3  # one cell differs
+    tokens = [str(i) for i in range(n)]
+    fig = compare_figure(core, model, tokens, tokens)
+    for trace in fig.data:
+        assert max(np.asarray(trace.z).shape) <= COMPARE_DISPLAY_MAX
+    difference = np.asarray(next(t for t in fig.data if t.name == "difference").z)
+    assert np.isclose(np.nanmin(difference), -3e-3, rtol=1e-3)  # the one differing cell survives the reduction
+    assert fig.layout.meta["max_abs_difference"] == float(np.abs(core - model).max())

@@ -183,10 +183,25 @@ def trace_for(request: TraceRequest, notices=()):
         loaded = load_model(request.model)
         cap = capture(request.model, request.text, request.max_tokens, request.pad_to)
         with heavy():
-            return pipeline.build_trace(replace(request, head=0), loaded.facts, cap, tuple(notices))
+            return pipeline.build_trace(replace(request, head=0), loaded.facts, cap, tuple(notices), with_replay=False)
 
     trace = store().get(("trace", numbers_key(request), tuple(notices)), build, trace_bytes)
     return with_head(trace, request.head)
+
+
+def replay_for(request: TraceRequest):
+    """(captured, hidden): every layer replayed through the core, per-layer max |core - model|; once per capture."""
+    cap = capture(request.model, request.text, request.max_tokens, request.pad_to)
+    with heavy():
+        return pipeline.replay_summary(cap)
+
+
+def with_replay(trace, request: TraceRequest):
+    """The trace with its per-layer replay check filled in (a shallow copy)."""
+    if trace.replay or trace.replay_hidden:
+        return trace
+    captured, hidden = replay_for(request)
+    return replace(trace, replay=captured, replay_hidden=hidden)
 
 
 def with_head(trace, head: int):

@@ -9,6 +9,7 @@ import streamlit as st
 from attention_core.traces import ModelTrace
 from viz.export import export_zip
 
+from . import compute
 from .settings import Settings
 from .views.common import image_export_problem
 
@@ -18,7 +19,7 @@ def slides_button(trace: ModelTrace, settings: Settings, views: str) -> None:
 
     def make() -> bytes:  # deferred: rendered only when clicked (about half a second per image)
         return export_zip(
-            trace,
+            compute.with_replay(trace, settings.request()),  # the manifest records every layer's check
             "png,svg,html,csv",
             view=views,
             theme="slides",

@@ -10,9 +10,22 @@ from .settings import Settings
 from .text import plain
 
 
-def render(trace: ModelTrace, device: str, settings: Settings) -> None:
-    facts = trace.facts
+def replay_metric(slot, trace: ModelTrace) -> None:
+    """The largest core-vs-model difference over every layer, into ``slot`` (filled after the view is drawn:
+    replaying every layer is the slowest part of opening a text, and the view should not wait for it)."""
     worst = max((max(r.weights, r.output) for r in (*trace.replay, *trace.replay_hidden)), default=float("nan"))
+    slot.metric(
+        "Own core vs model, all layers",
+        f"max |Δ| {worst:.1e}" if trace.replay else "n/a",
+        help="Every layer replayed through the from-scratch core, from the model's captured q, k, v and from "
+        "the layer's input X and its W^Q/W^K/W^V: the largest difference of attention weights or outputs. "
+        "Float32 rounding is about 1e-7. The 'Core vs model' view shows each layer.",
+    )
+
+
+def render(trace: ModelTrace, device: str, settings: Settings):
+    """Draw the header; returns the empty slot for ``replay_metric``."""
+    facts = trace.facts
     cols = st.columns([1.2, 1, 1, 1.4])
     cols[0].metric(
         "Model",
@@ -21,13 +34,8 @@ def render(trace: ModelTrace, device: str, settings: Settings) -> None:
     )
     cols[1].metric("Tokens", len(trace.tokens), help="After the tokenizer (and any cap).")
     cols[2].metric("Device", device.upper(), help="Where the own core computes (auto: CUDA, then MPS, then CPU).")
-    cols[3].metric(
-        "Own core vs model, all layers",
-        f"max |Δ| {worst:.1e}" if trace.replay else "n/a",
-        help="Every layer replayed through the from-scratch core, from the model's captured q, k, v and from "
-        "the layer's input X and its W^Q/W^K/W^V: the largest difference of attention weights or outputs. "
-        "Float32 rounding is about 1e-7. The 'Core vs model' view shows each layer.",
-    )
+    slot = cols[3].empty()
+    slot.metric("Own core vs model, all layers", "…", help="Replaying every layer through the core…")
     with st.expander(
         f"Model facts: {facts.num_layers} layers × {facts.num_heads} heads, d_head {facts.d_head}, "
         f"{facts.positional} positions{', causal' if facts.causal else ''}",
@@ -48,3 +56,4 @@ def render(trace: ModelTrace, device: str, settings: Settings) -> None:
             + "\n".join(f"- {plain(d)}" for d in trace.departures),
             icon=":material/call_split:",
         )
+    return slot

@@ -9,11 +9,12 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .checks import as_mask, as_matrix, check_labels, same_shape
-from .heatmaps import CELL_TEXT_MAX, add_matrix, colour_axis, style_axis
+from .heatmaps import CELL_TEXT_MAX, add_block_matrix, add_matrix, colour_axis, style_axis
 from .theme import apply_theme
 
 COMPARE_TEXT_MAX = 10  # three panels side by side: values in cells only for small matrices
 PANEL_TICKS_MAX = 12  # key ticks per (narrow) panel
+COMPARE_DISPLAY_MAX = 160  # cells per side a panel shows (about its pixels); above, display copies of blocks
 
 
 def max_abs_difference(core: np.ndarray, model: np.ndarray, mask: np.ndarray | None = None) -> float:
@@ -58,15 +59,24 @@ def compare_figure(
 
     panel_titles = (labels[0], labels[1], "difference  (core − model)")
     fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.1, subplot_titles=panel_titles)
-    common = dict(row_tokens=query_tokens, col_tokens=key_tokens, mask=mask)
-    add_matrix(fig, core, row=1, col=1, value_name="weight", name="core", blocked_text="0", show_values=show, **common)
-    add_matrix(
-        fig, model, row=1, col=2, value_name="weight", name="model", blocked_text="0", show_values=show, **common
-    )
-    add_matrix(
-        fig, difference, row=1, col=3, value_name="difference", name="difference", coloraxis="coloraxis2",
-        show_values=False, **common,
-    )
+    block = 1
+    if max(core.shape) > COMPARE_DISPLAY_MAX:  # three panels side by side: display copies at about their pixels
+        for col, (values, name) in enumerate(((core, "core"), (model, "model")), start=1):
+            block = add_block_matrix(fig, values, row=1, col=col, mask=mask, max_side=COMPARE_DISPLAY_MAX,
+                                     value_name="weight", name=name)
+        add_block_matrix(fig, difference, row=1, col=3, mask=mask, max_side=COMPARE_DISPLAY_MAX, how="extreme",
+                         value_name="difference", name="difference", coloraxis="coloraxis2")
+    else:
+        common = dict(row_tokens=query_tokens, col_tokens=key_tokens, mask=mask)
+        add_matrix(fig, core, row=1, col=1, value_name="weight", name="core", blocked_text="0", show_values=show,
+                   **common)
+        add_matrix(
+            fig, model, row=1, col=2, value_name="weight", name="model", blocked_text="0", show_values=show, **common
+        )
+        add_matrix(
+            fig, difference, row=1, col=3, value_name="difference", name="difference", coloraxis="coloraxis2",
+            show_values=False, **common,
+        )
     for col in (1, 2, 3):
         style_axis(fig, "x", core.shape[1], tokens=key_tokens, title="key", row=1, col=col, max_ticks=PANEL_TICKS_MAX)
         style_axis(fig, "y", core.shape[0], tokens=query_tokens, title="query" if col == 1 else None, row=1, col=col,
@@ -81,7 +91,9 @@ def compare_figure(
     head_text = "" if head is None else f", head {head}"
     fig.update_layout(
         title_text=title if title is not None
-        else f"Own core vs real model{head_text}:  max |difference| = {worst:.2e}",
+        else f"Own core vs real model{head_text}:  max |difference| = {worst:.2e}"
+        + (f"<br><sup>{block}×{block} blocks: mean weight; difference: the largest |core − model| of each block "
+           "(exact values: CSV)</sup>" if block > 1 else ""),
         coloraxis=weight_axis,
         coloraxis2=diff_axis,
     )

@@ -167,20 +167,41 @@ def block_means(values: np.ndarray, mask: np.ndarray | None, max_side: int) -> t
     return np.where(empty, np.nan, sums / np.maximum(counts, 1)), empty, block
 
 
+def block_extremes(values: np.ndarray, mask: np.ndarray | None, max_side: int) -> tuple[np.ndarray, np.ndarray, int]:
+    """Like ``block_means``, but each display cell is the allowed value of largest magnitude in its
+    block, sign kept: a difference map's display copy never hides its worst cell."""
+    rows, cols = values.shape
+    block = max(1, math.ceil(max(rows, cols) / max_side))
+    blocked = blocked_cells(values, mask)
+    if block == 1:
+        return np.where(blocked, np.nan, values), blocked, 1
+    pad_r, pad_c = -rows % block, -cols % block
+    padded = np.pad(np.where(blocked, np.nan, values), ((0, pad_r), (0, pad_c)), constant_values=np.nan)
+    shape = (padded.shape[0] // block, block, padded.shape[1] // block, block)
+    tiles = padded.reshape(shape).transpose(0, 2, 1, 3).reshape(shape[0], shape[2], -1)  # (R', C', b*b)
+    empty = np.isnan(tiles).all(axis=-1)
+    where = np.argmax(np.nan_to_num(np.abs(tiles), nan=-1.0), axis=-1)  # (R', C') index of the largest |value|
+    extremes = np.take_along_axis(tiles, where[..., None], axis=-1)[..., 0]
+    return np.where(empty, np.nan, extremes), empty, block
+
+
 def add_block_matrix(
     fig: go.Figure, values: np.ndarray, *, row: int, col: int, mask: np.ndarray | None, max_side: int,
-    coloraxis: str = "coloraxis", value_name: str = "value", name: str = "matrix",
+    coloraxis: str = "coloraxis", value_name: str = "value", name: str = "matrix", how: str = "mean",
 ) -> int:
-    """Like ``add_matrix`` for a thumbnail: ``block_means`` drawn on the full matrix's integer axes
-    (a block spans b rows and b columns), hover names the block; returns the block size b."""
-    means, empty, block = block_means(values, mask, max_side)
+    """Like ``add_matrix`` for a thumbnail: ``block_means`` (or ``block_extremes`` with how="extreme")
+    drawn on the full matrix's integer axes (a block spans b rows and b columns), hover names the
+    block; returns the block size b."""
+    reduce = block_extremes if how == "extreme" else block_means
+    what = "largest |value|" if how == "extreme" else "mean"
+    means, empty, block = reduce(values, mask, max_side)
     centres_r = np.arange(means.shape[0]) * block + (block - 1) / 2  # (R',) centre of each block, in positions
     centres_c = np.arange(means.shape[1]) * block + (block - 1) / 2
     fig.add_trace(
         go.Heatmap(
             z=means.astype(np.float32), x=centres_c, y=centres_r, coloraxis=coloraxis, name=name, xgap=0, ygap=0,
             hovertemplate=f"queries ≈ %{{y:.0f}} ± {block / 2:g}, keys ≈ %{{x:.0f}} ± {block / 2:g}"
-            f"<br>mean {value_name} of the {block}×{block} block %{{z:.4g}}<extra></extra>",
+            f"<br>{what} {value_name} of the {block}×{block} block %{{z:.4g}}<extra></extra>",
         ),
         row=row, col=col,
     )

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -70,6 +70,13 @@ class Capture:
     notices: tuple[str, ...] = ()
 
     stacked: torch.Tensor | None = None  # (layers, H, L, S): the one buffer every layer's ``attentions`` views
+    memo: dict = field(default_factory=dict, compare=False, repr=False)  # results derived once per capture
+
+    def derived(self, key, compute):
+        """``compute()`` once per capture and key (e.g. a layer's replay): kept with the capture, freed with it."""
+        if key not in self.memo:
+            self.memo[key] = compute()
+        return self.memo[key]
 
     @property
     def attentions(self) -> torch.Tensor:

@@ -8,6 +8,7 @@ from attention_core.traces import ModelTrace
 from viz.compare import max_abs_difference
 from viz.views import figures_for_trace, matrices_for_trace
 
+from .. import compute
 from ..settings import Settings
 from ..text import plain
 from .common import figure
@@ -46,6 +47,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         "(b) the layer's input X through its W^Q, W^K, W^V with the core's `multihead.py`, then `sdpa.py`. "
         "Float32 rounding is about 1e-7."
     )
+    trace = compute.with_replay(trace, settings.request())
     hidden = {r.layer: r for r in trace.replay_hidden}
     rows = []
     for r in trace.replay:
