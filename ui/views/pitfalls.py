@@ -104,8 +104,8 @@ def _cost(trace: ModelTrace, settings: Settings) -> None:
     if st.button("Measure now", key="cost_run", help="Runs the core at each n on this device and plots the result."):
         st.session_state["cost_table"] = compute.cost_table(ns, device or "cpu")
     table = st.session_state.get("cost_table")
-    if table is None:
-        table = compute.cost_table(tuple(n for n in ns if n <= 256), device or "cpu")
+    if table is None:  # a first small measurement, once per session (not on every rerun of the view)
+        table = st.session_state["cost_table"] = compute.cost_table(tuple(n for n in ns if n <= 256), device or "cpu")
     figure(
         cost_figure(
             table.n,
