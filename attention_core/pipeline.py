@@ -23,7 +23,6 @@ from .pretrained import (
     load_model,
     replay,
     replay_from_hidden_diff,
-    replay_layer,
     tokenize,
 )
 from .request import TraceRequest, validate
@@ -202,18 +201,20 @@ def _model_layer_trace(cap: Capture, layer: int) -> LayerTrace | None:
     layer_cap = cap.layers[layer]
     if layer_cap.q is None:
         return None
-    heads = layer_cap.attentions.shape[0]
-    replayed = replay_layer(cap, layer)  # the pre-softmax steps the model does not return
-    masked = _np(replayed.masked)  # (H, L, S); the model blocks with -inf or finfo.min
-    allowed = (np.isfinite(masked) & (masked > -1e30)).all(axis=0)  # (L, S)
+    heads, length, keys = layer_cap.attentions.shape
+    if layer_cap.mask is None:
+        allowed = np.ones((length, keys), dtype=bool)  # (L, S) no mask: every key
+    else:
+        additive = _np(layer_cap.mask)  # (1 or H, L, S) 0 where allowed, -inf or finfo.min where blocked
+        allowed = (np.isfinite(additive) & (additive > -1e30)).all(axis=0)  # (L, S)
     projection = layer_cap.projection
-    return LayerTrace(
+    return LayerTrace(  # the model returns no pre-softmax steps: scores, scaled, masked stay None (the core has them)
         q=_np(layer_cap.q),
         k=_np(_repeat_kv(layer_cap.k, heads)),
         v=_np(_repeat_kv(layer_cap.v, heads)),
-        scores=_np(replayed.scores),
-        scaled=_np(replayed.scaled),
-        masked=masked,
+        scores=None,
+        scaled=None,
+        masked=None,
         weights=_np(layer_cap.attentions),
         output=_np(layer_cap.attn_output),
         mask=allowed,

@@ -19,9 +19,9 @@ class HeadTrace:
     q: np.ndarray  # (L, E)   query vectors (after rotary where used)
     k: np.ndarray  # (S, E)   key vectors
     v: np.ndarray  # (S, Ev)  value vectors
-    scores: np.ndarray  # (L, S)  q_i . k_j
-    scaled: np.ndarray  # (L, S)  scores * scale
-    masked: np.ndarray  # (L, S)  scaled with -inf (or the chosen fill) where blocked, + any bias
+    scores: np.ndarray | None  # (L, S)  q_i . k_j (None for the real model, which returns only weights)
+    scaled: np.ndarray | None  # (L, S)  scores * scale
+    masked: np.ndarray | None  # (L, S)  scaled with -inf (or the chosen fill) where blocked, + any bias
     weights: np.ndarray  # (L, S)  softmax rows
     output: np.ndarray  # (L, Ev) weights @ v
     mask: np.ndarray  # (L, S) bool, True = may attend
@@ -48,9 +48,9 @@ class LayerTrace:
     q: np.ndarray  # (H, L, E)
     k: np.ndarray  # (H, S, E)
     v: np.ndarray  # (H, S, Ev)
-    scores: np.ndarray  # (H, L, S)
-    scaled: np.ndarray  # (H, L, S)
-    masked: np.ndarray  # (H, L, S)
+    scores: np.ndarray | None  # (H, L, S)  None for the real model: it returns only its weights
+    scaled: np.ndarray | None  # (H, L, S)
+    masked: np.ndarray | None  # (H, L, S)
     weights: np.ndarray  # (H, L, S)
     output: np.ndarray  # (H, L, Ev)
     mask: np.ndarray  # (L, S) bool, True = may attend
@@ -80,9 +80,9 @@ class LayerTrace:
             q=self.q[h],
             k=self.k[h],
             v=self.v[h],
-            scores=self.scores[h],
-            scaled=self.scaled[h],
-            masked=self.masked[h],
+            scores=pick(self.scores),
+            scaled=pick(self.scaled),
+            masked=pick(self.masked),
             weights=self.weights[h],
             output=self.output[h],
             mask=self.mask,

@@ -520,8 +520,8 @@ def test_bad_limits_in_the_environment_fall_back():
 def test_token_budget_keeps_one_request_within_its_megabytes():
     for layers, heads in ((6, 12), (30, 9), (2, 4), (96, 96)):
         tokens = compute.token_budget_for(layers, heads)
-        # float32 (L, L) maps: the capture's weights of every layer and head + the trace's 7 per head
-        megabytes = 4 * tokens**2 * (layers * heads + 7 * heads) / 2**20
+        # float32 (L, L) maps: the capture's weights of every layer and head + the trace's 4 per head
+        megabytes = 4 * tokens**2 * (layers * heads + 4 * heads) / 2**20
         assert megabytes <= compute.MAX_TRACE_MB or tokens == 16
 
 

@@ -93,7 +93,7 @@ def test_trace_is_float32_and_shares_the_capture_buffers():
     assert np.shares_memory(trace.model.weights, stacked)
     for layer, layer_cap in enumerate(cap.layers):
         assert np.shares_memory(layer_cap.attentions.numpy(), stacked[layer])
-    for array in (trace.core.scores, trace.core.weights, trace.model.scores, trace.model_attentions):
+    for array in (trace.core.scores, trace.core.weights, trace.model.q, trace.model_attentions):
         assert array.dtype == np.float32
 
 

@@ -44,8 +44,8 @@ MAX_HEAVY = int(_env_number("ATTENTION_LENS_MAX_HEAVY", 2, 1))
 HEAVY_WAIT_S = _env_number("ATTENTION_LENS_HEAVY_WAIT_S", 120.0, 1.0)
 MAX_TRACE_MB = _env_number("ATTENTION_LENS_MAX_TRACE_MB", 1536.0, 1.0)
 CACHE_MB = _env_number("ATTENTION_LENS_CACHE_MB", 1024.0, 16.0)
-TRACE_MAPS_PER_HEAD = 7  # (L, S) float32 maps a trace owns per head: core scores, scaled, masked, weights;
-# the model's replayed scores, scaled, masked (its weights are views of the capture's buffer)
+TRACE_MAPS_PER_HEAD = 4  # (L, S) float32 maps a trace owns per head: the core's scores, scaled, masked, weights
+# (the model's weights are views of the capture's buffer; it returns no pre-softmax steps)
 HEAVY_RUNS = threading.BoundedSemaphore(MAX_HEAVY)
 _held = threading.local()
 
@@ -139,8 +139,7 @@ def trace_bytes(trace) -> int:
     own = [trace.core.scores, trace.core.scaled, trace.core.masked, trace.core.weights, trace.core.q, trace.core.k,
            trace.core.v, trace.core.output, trace.core.x]
     if trace.model is not None:
-        own += [trace.model.scores, trace.model.scaled, trace.model.masked, trace.model.q, trace.model.k,
-                trace.model.v, trace.model.output]
+        own += [trace.model.q, trace.model.k, trace.model.v]  # repeated key/value heads are copies
     return _nbytes(*own)
 
 
