@@ -164,7 +164,7 @@ def figures_for_trace(
     if view == "derivation":
         return _derivation_figures(core_head, tokens, h, theme, show_values, only)
     if view == "compare":
-        if trace.model is None:
+        if trace.model is None or h >= trace.model.num_heads:  # no model, or a scratch head the model lacks
             return {}
         model_head = trace.model.head(h)
         return {
@@ -248,7 +248,7 @@ def matrices_for_trace(
         order = ["x", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v", "q_before_rotary", "k_before_rotary", *DERIVATION_FIGURES[4:]]
         return {key: matrices[key] for key in order if key in matrices}
     if view == "compare":
-        if trace.model is None:
+        if trace.model is None or h >= trace.model.num_heads:
             return {}
         core = np.asarray(core_head.weights)
         model = np.asarray(trace.model.head(h).weights)

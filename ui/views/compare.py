@@ -22,6 +22,15 @@ def render(trace: ModelTrace, settings: Settings) -> None:
             "This model's q, k, v could not be captured, so only its returned attentions are shown (Heads view)."
         )
         return
+    if h >= trace.model.num_heads or trace.core.weights.shape != trace.model.weights.shape:
+        st.info(
+            f"The own core has {trace.core.num_heads} heads here (source: from scratch) and the model "
+            f"{trace.model.num_heads}: head {h} has no counterpart in the model, so there is nothing to compare. "
+            "Pick a head below "
+            f"{trace.model.num_heads}, or set the source back to 'replay the model's layer'.",
+            icon=":material/call_split:",
+        )
+        return
     figs = figures_for_trace(trace, "compare", head=h, theme=settings.theme, show_values=settings.show_values or None)
     data = matrices_for_trace(trace, "compare", head=h)
     diff = max_abs_difference(trace.core.head(h).weights, trace.model.head(h).weights)

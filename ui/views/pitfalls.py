@@ -58,7 +58,15 @@ def _scaling(trace: ModelTrace, settings: Settings) -> None:
         ),
         "saturation",
     )
-    sweep = lab.head_temperature_curve(trace.core.head(trace.head))
+    head = trace.core.head(trace.head)
+    if not head.mask.any():
+        st.info(
+            "Every key is blocked for every query under the current mask, so this head has no softmax to sweep "
+            "over temperatures. Unblock at least one key (Masking in the sidebar) to see its curve.",
+            icon=":material/block:",
+        )
+        return
+    sweep = lab.head_temperature_curve(head)
     curve = sweep.curve
     st.markdown(
         f"**This head's own scores** (layer {trace.layer}, head {trace.head}, d_k = {sweep.d_k}): its raw QKᵀ "
