@@ -120,3 +120,23 @@ def test_pitfalls_with_every_key_blocked_explains_instead_of_failing():
                             "view": "pitfalls"})
     ok(at.run())
     assert any("Every key is blocked" in info.value for info in at.info)
+
+
+def test_figures_are_built_once_per_numbers_head_and_view(monkeypatch):
+    import viz.views
+
+    compute.store().clear()
+    built = []
+    real = viz.views.figures_for_trace
+
+    def counting(*args, **kwargs):
+        built.append(args[1])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(viz.views, "figures_for_trace", counting)
+    request = TraceRequest(text=TEXT)
+    trace = compute.trace_for(request)
+    first = compute.figures(trace, request, "query", head=0, query=2, theme="screen")
+    again = compute.figures(compute.trace_for(request), request, "query", head=0, query=2, theme="screen")
+    other = compute.figures(compute.with_head(trace, 1), request, "query", head=1, query=2, theme="screen")
+    assert built == ["query", "query"] and first is again and other is not first

@@ -209,6 +209,27 @@ def with_head(trace, head: int):
     return trace if head == trace.head else replace(trace, head=head)
 
 
+def figures(trace, request: TraceRequest, view: str, **options) -> dict:
+    """``viz.views.figures_for_trace`` once per numbers, head, view and options, shared by every session
+    (a class opening the same link, a teacher going back to a head): treat the figures as read-only."""
+    from viz.views import figures_for_trace
+
+    shown = {name: value for name, value in options.items() if name != "precomputed"}
+    key = ("figures", numbers_key(request), trace.head, view, tuple(sorted(shown.items())))
+    return store().get(key, lambda: figures_for_trace(trace, view, **options), _figures_bytes)
+
+
+def _figures_bytes(figs: dict) -> int:
+    total = 0
+    for fig in figs.values():
+        for data in fig.data:
+            for name in ("z", "x", "y", "customdata", "text"):
+                value = getattr(data, name, None)
+                if value is not None:
+                    total += int(getattr(value, "nbytes", 0)) or 8 * len(value)
+    return total
+
+
 def _summary_key(trace, request: TraceRequest) -> tuple:
     """The model's weights belong to the capture (text, model, sizes); the core's to the whole request."""
     if trace.model_attentions is not None:

@@ -7,6 +7,7 @@ the numbers are made only when their button is clicked (deferred), so reruns sta
 from __future__ import annotations
 
 import numpy as np
+import plotly.graph_objects as go
 import streamlit as st
 
 from viz import export as viz_export
@@ -40,7 +41,7 @@ def csv_bytes(matrix: np.ndarray, rows, cols) -> bytes:
 def _image(fig, fmt: str):
     def make() -> bytes:
         try:
-            return viz_export.figure_image(apply_theme(fig, "slides"), fmt)
+            return viz_export.figure_image(apply_theme(go.Figure(fig), "slides"), fmt)  # a copy: figures are shared
         except Exception as err:  # the browser vanished or crashed mid-way: a readable file, never a crash
             return f"Could not render {fmt.upper()}: {type(err).__name__}: {err}".encode()
 

@@ -6,7 +6,7 @@ import streamlit as st
 
 from attention_core.traces import ModelTrace
 from viz.compare import max_abs_difference
-from viz.views import figures_for_trace, matrices_for_trace
+from viz.views import matrices_for_trace
 
 from .. import compute
 from ..settings import Settings
@@ -31,7 +31,9 @@ def render(trace: ModelTrace, settings: Settings) -> None:
             icon=":material/call_split:",
         )
         return
-    figs = figures_for_trace(trace, "compare", head=h, theme=settings.theme, show_values=settings.show_values or None)
+    figs = compute.figures(
+        trace, settings.request(), "compare", head=h, theme=settings.theme, show_values=settings.show_values or None
+    )
     data = matrices_for_trace(trace, "compare", head=h)
     diff = max_abs_difference(trace.core.head(h).weights, trace.model.head(h).weights)
     if trace.departures:

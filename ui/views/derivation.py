@@ -6,8 +6,9 @@ import streamlit as st
 
 from attention_core.readouts import step_readouts
 from attention_core.traces import ModelTrace
-from viz.views import figures_for_trace, matrices_for_trace
+from viz.views import matrices_for_trace
 
+from .. import compute
 from ..settings import Settings
 from .common import figure
 
@@ -22,8 +23,9 @@ LAZY_TOKENS = 96  # above this many tokens, the big steps are drawn only when th
 
 
 def _place(trace: ModelTrace, settings: Settings, names: tuple[str, ...], data: dict, columns: bool = False) -> None:
-    figs = figures_for_trace(
-        trace, "derivation", head=trace.head, theme=settings.theme, show_values=settings.show_values or None, only=names
+    figs = compute.figures(
+        trace, settings.request(), "derivation", head=trace.head, theme=settings.theme,
+        show_values=settings.show_values or None, only=names,
     )
     slots = st.columns(len(figs)) if columns and len(figs) > 1 else [st.container() for _ in figs]
     for slot, (name, fig) in zip(slots, figs.items(), strict=True):

@@ -7,7 +7,7 @@ import streamlit as st
 from attention_core.traces import ModelTrace
 from viz.labels import plain_labels
 from viz.stats import STATISTICS as STATISTIC_LABELS
-from viz.views import figures_for_trace, matrices_for_trace
+from viz.views import matrices_for_trace
 
 from .. import compute
 from ..settings import STATISTICS, Settings
@@ -30,8 +30,8 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     precomputed = {f"overview_{settings.statistic}": compute.overview(trace, request, settings.statistic)}
     if trace.model_attentions is not None:
         precomputed["rollout"] = compute.rollout(trace, request)
-    figs = figures_for_trace(
-        trace, "heads", theme=theme, show_values=shown, statistic=settings.statistic, precomputed=precomputed
+    figs = compute.figures(
+        trace, request, "heads", theme=theme, show_values=shown, statistic=settings.statistic, precomputed=precomputed
     )
     figure(figs["head_grid"], "head_grid")
     name = f"overview_{settings.statistic}"
@@ -62,7 +62,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     )
     if lines.open:
         with lines:
-            fig = figures_for_trace(trace, "lines", head=trace.head, theme=theme)["lines"]
+            fig = compute.figures(trace, request, "lines", head=trace.head, theme=theme)["lines"]
             figure(fig, "lines", matrices_for_trace(trace, "lines", head=trace.head)["lines_weights"])
     if trace.model_attentions is not None:
         box = st.expander("Attention rollout across layers", expanded=False, key="open_rollout", on_change="rerun")
@@ -72,6 +72,8 @@ def render(trace: ModelTrace, settings: Settings) -> None:
                     "Each layer's head-averaged attention, mixed with the residual path (0.5·A + 0.5·I), "
                     "multiplied through the layers: which input tokens reach each position at the top."
                 )
-                rollout = figures_for_trace(trace, "rollout", theme=theme, show_values=shown, precomputed=precomputed)
+                rollout = compute.figures(
+                    trace, request, "rollout", theme=theme, show_values=shown, precomputed=precomputed
+                )
                 figure(rollout["rollout"], "rollout", (precomputed["rollout"], plain_labels(trace.tokens),
                                                        plain_labels(trace.tokens)))

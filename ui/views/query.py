@@ -7,8 +7,9 @@ import streamlit as st
 from attention_core.readouts import top_keys
 from attention_core.traces import ModelTrace
 from viz.labels import plain_labels
-from viz.views import figures_for_trace, matrices_for_trace
+from viz.views import matrices_for_trace
 
+from .. import compute
 from ..settings import Settings
 from ..text import plain
 from .common import figure
@@ -32,8 +33,8 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         r"e_{ij} = q_i \cdot k_j \;\rightarrow\; \tilde{e}_{ij} = e_{ij}\cdot s \;\rightarrow\; "
         r"\alpha_{ij} = \mathrm{softmax}_j(\tilde{e}_{ij}) \;\rightarrow\; o_i = \sum_j \alpha_{ij} v_j"
     )
-    figs = figures_for_trace(
-        trace, "query", head=trace.head, query=i, theme=settings.theme, show_values=settings.show_values or None
+    figs = compute.figures(
+        trace, settings.request(), "query", head=trace.head, query=i, theme=settings.theme, show_values=settings.show_values or None
     )
     data = matrices_for_trace(trace, "query", head=trace.head, query=i)
     figure(figs["query"], "query", data["query_contributions"])
