@@ -82,6 +82,7 @@ ACTIONS = (  # (name, kind, label of the control) in the order they are measured
     ("statistic", VIEW_ONLY, "Statistic"),
     ("query", VIEW_ONLY, "Query token"),
 )
+NEEDS_VIEW = {"statistic": "Heads & layers", "query": "Query inspector"}  # the view a control lives in
 VIEW_STEPS = ("Heads & layers", "Query inspector", "Core vs model", "Derivation", "Heads & layers")
 BUDGETS = {  # kind -> (seconds at 64 tokens, seconds at 512 tokens), issue 12 item 1 (MiniLM; SmolLM2 2x)
     VIEW_ONLY: (0.25, 0.6),
@@ -315,7 +316,12 @@ class Page:
         role = el.get_attribute("role") or ""
         if role == "combobox" or el.evaluate("e => e.tagName") in ("INPUT", "SELECT"):
             el.click()
-            options = self.page.get_by_role("option")
+            if el.get_attribute("aria-expanded") != "true":  # React Aria's combobox opens on ArrowDown
+                el.press("ArrowDown")
+            listbox = el.get_attribute("aria-controls")
+            options = (
+                self.page.locator(f'[id="{listbox}"] [role="option"]') if listbox else self.page.get_by_role("option")
+            )
             options.first.wait_for(timeout=10_000)
             count = options.count()
             target = options.nth(step % count if count else 0)
@@ -351,6 +357,15 @@ class Page:
         target = _clickable(target.first)
         return self.measure(lambda: target.click())
 
+    def ensure(self, label: str, option: str) -> None:
+        """Select ``option`` of the radio group / segmented control ``label`` unless it is selected (unmeasured)."""
+        el = self.control(label)
+        if el is None:
+            return
+        target = el.get_by_role("radio", name=option, exact=True)
+        if target.count() and not target.first.is_checked():
+            self.pick(label, option)
+
     def restore(self, label: str) -> None:
         """Put a selectbox back on its first option (unmeasured), so later controls see the defaults."""
         el = self.control(label)
@@ -371,7 +386,9 @@ def _clickable(target):
     return target
 
 
-def measure_page(browser, base: str, model: str, n: int, repeats: int, timeout_s: float, rss=None) -> dict:
+def measure_page(
+    browser, base: str, model: str, n: int, repeats: int, timeout_s: float, rss=None, actions=None
+) -> dict:
     """Open one link at n tokens and run every action ``repeats`` times; returns the row's numbers."""
     page = Page(browser, timeout_s)
     mark = time.monotonic()
@@ -380,22 +397,20 @@ def measure_page(browser, base: str, model: str, n: int, repeats: int, timeout_s
         row["open"] = page.open(link(base, model, n))
         row["tokens"] = int(row["open"]["tokens"]) if str(row["open"].get("tokens") or "").isdigit() else None
         for name, kind, label in ACTIONS:
+            if actions and name not in actions:
+                continue
             samples = []
             try:
+                if name in NEEDS_VIEW:
+                    page.ensure("View", NEEDS_VIEW[name])
                 for i in range(repeats):
                     if name == "view":
                         result = page.pick(label, VIEW_STEPS[i % len(VIEW_STEPS)])
-                    elif name in ("statistic", "query"):
-                        result = page.change(label, i + 1)
                     else:
                         result = page.change(label, i + 1)
                     if result is None:
                         break
                     samples.append({**result, "kind": kind})
-                if name == "view":  # leave the page on the Heads & layers view for Statistic
-                    pass
-                if name == "statistic":
-                    page.pick("View", "Query inspector")
                 if name in ("mask", "encoding"):
                     page.restore(label)
             except Exception as err:  # noqa: BLE001 - one control's failure leaves the others' numbers
@@ -425,7 +440,9 @@ def summarize_row(row: dict) -> dict:
     return out
 
 
-def run_model(model: str, sizes, repeats: int, app_dir, env: dict, timeout_s: float, log_dir: Path | None) -> dict:
+def run_model(
+    model: str, sizes, repeats: int, app_dir, env: dict, timeout_s: float, log_dir: Path | None, actions=None
+) -> dict:
     """One server per model: a warm-up page (loads the model), then one page per size."""
     from playwright.sync_api import sync_playwright
 
@@ -448,7 +465,7 @@ def run_model(model: str, sizes, repeats: int, app_dir, env: dict, timeout_s: fl
                 for n in sizes:
                     print(f"    {model} n={n}", flush=True)
                     try:
-                        row = measure_page(browser, server.url, model, n, repeats, timeout_s, rss)
+                        row = measure_page(browser, server.url, model, n, repeats, timeout_s, rss, actions)
                     except Exception as err:  # noqa: BLE001 - a size that fails is reported, the others go on
                         row = {"model": model, "n": n, "error": f"{type(err).__name__}: {str(err)[:300]}"}
                     row["summary"] = summarize_row(row) if "clicks" in row else {}
@@ -475,18 +492,20 @@ def collect(
     quick: bool = False,
     timeout_s: float = 180.0,
     log_dir: Path | None = None,
+    actions=None,
 ) -> dict:
-    """Every number of the section (JSON-able)."""
+    """Every number of the section (JSON-able). ``actions``: names of ACTIONS to measure (default all)."""
     from .appserver import app_dir as resolve
 
     folder = resolve(app_dir)
     data: dict[str, Any] = {"app_dir": str(folder), "env": env or {}, "repeats": repeats, "models": {}, "load": {}}
+    data["actions"] = list(actions) if actions else None
     data["commit"] = _commit(folder)
     started = time.perf_counter()
     for model in models:
         model_sizes = tuple(sizes) + (() if quick else LARGE.get(model, ()))
         print(f"==> interactivity: {model} at {model_sizes}", flush=True)
-        data["models"][model] = run_model(model, model_sizes, repeats, folder, env or {}, timeout_s, log_dir)
+        data["models"][model] = run_model(model, model_sizes, repeats, folder, env or {}, timeout_s, log_dir, actions)
     if load:
         from . import load_protocol
 
@@ -543,6 +562,25 @@ def merge(old: dict, new: dict) -> dict:
         for key in new.get(part, {}):
             if isinstance(out[part][key], dict):
                 out[part][key]["env"] = new.get("env", {})
+    for model, result in new.get("models", {}).items():  # a run of some actions only: merge into the old rows
+        previous = old.get("models", {}).get(model)
+        if not previous or not new.get("actions"):
+            continue
+        rows = {row["n"]: row for row in previous["rows"]}
+        for row in result["rows"]:
+            if row["n"] not in rows or "clicks" not in row or "clicks" not in rows[row["n"]]:
+                continue
+            kept = rows[row["n"]]
+            for name in new["actions"]:
+                kept["clicks"][name] = row["clicks"].get(name, [])
+                kept["missing"] = [m for m in kept.get("missing", []) if m != name] + (
+                    [name] if name in row.get("missing", []) else []
+                )
+                kept["failures"] = [f for f in kept.get("failures", []) if not f.startswith(name + ":")] + [
+                    f for f in row.get("failures", []) if f.startswith(name + ":")
+                ]
+            kept["summary"] = summarize_row(kept)
+        out["models"][model] = previous
     out["seconds"] = old.get("seconds", 0) + new.get("seconds", 0)
     return out
 
@@ -803,6 +841,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="update --json's models and load results with this run's instead of replacing the file",
     )
+    parser.add_argument("--actions", help=f"comma-separated subset of {','.join(a[0] for a in ACTIONS)}")
     parser.add_argument(
         "--report-heading",
         help="also write the tables into benchmarks/REPORT.md under this '## ' heading (replaced if present)",
@@ -819,6 +858,7 @@ def main(argv: list[str] | None = None) -> int:
         load_view=args.load_view,
         quick=args.quick,
         log_dir=HERE / "results" / "tmp",
+        actions=tuple(args.actions.split(",")) if args.actions else None,
     )
     print(tables(data))
     for t in targets(data):
