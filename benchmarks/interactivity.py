@@ -450,7 +450,7 @@ def run_model(
 
     from .appserver import RssSampler, app_server
 
-    result: dict[str, Any] = {"model": model, "rows": [], "env": env}
+    result: dict[str, Any] = {"model": model, "rows": [], "env": env, "load_average_start": os.getloadavg()}
     with app_server(app_dir, env=env, log_dir=log_dir) as server, sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
         try:
@@ -473,6 +473,7 @@ def run_model(
                     if row.get("tokens") is not None and row["tokens"] < n:
                         break  # the app computes no more tokens than this: larger n would repeat it
                 result["rss_peak_bytes"] = rss.peak_since(0)
+                result["load_average_end"] = os.getloadavg()
         finally:
             browser.close()
     return result
@@ -611,7 +612,9 @@ def tables(data: dict, label: str = "") -> str:
                 ]
             )
         parts.append(
-            f"**{model}{label}**: seconds from the input to the last paint (median of "
+            f"**{model}{label}**"
+            + (f" (server environment {result['env']})" if result.get("env") else "")
+            + f": seconds from the input to the last paint (median of "
             f"{data['repeats']}); v = view-only, r = recompute; warm-up {result.get('warmup_s', 0):.0f} s, "
             f"server RSS idle {result.get('rss_idle_bytes', 0) / 1e6:,.0f} MB, after warm-up "
             f"{result.get('rss_warm_bytes', 0) / 1e6:,.0f} MB."
@@ -768,16 +771,12 @@ def body(data: dict, before: dict | None) -> str:
         "Method: see `benchmarks/interactivity.py`'s docstring (MutationObserver + `plotly_afterplot` + "
         "Streamlit's running indicator + the websocket's `script_finished`; the time is input to the last "
         "paint before 300 ms of quiet). Each change goes to a value not shown before on that page.",
-        f"App measured: `{data['app_dir']}` at {data.get('commit')}"
-        + (f", server environment {data['env']}" if data.get("env") else "")
-        + ".",
+        f"App measured: `{data['app_dir']}` at {data.get('commit')}.",
         tables(data),
     ]
     if before is not None and before is not data:
         parts += [
-            f"**Before** (`benchmarks/results/interactivity_before.json`: {before.get('commit')}"
-            + (f", server environment {before['env']}" if before.get("env") else "")
-            + "):",
+            f"**Before** (`benchmarks/results/interactivity_before.json`: {before.get('commit')}):",
             tables(before, " (before)"),
         ]
     return "\n\n".join(parts)
