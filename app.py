@@ -142,7 +142,19 @@ def main() -> None:
         return
     replay_slot = header.render(trace, str(device), settings)
     view_panel(trace, settings, head_slot)
-    header.replay_metric(replay_slot, compute.with_replay(trace, settings.request()))
+    if not replay_check(replay_slot, trace, settings.request()):
+        st.fragment(run_every=1.0)(replay_check)(replay_slot, trace, settings.request())
+
+
+def replay_check(slot, trace, request) -> bool:
+    """Fill the header's all-layers check when it is ready (computed in the background); True when shown.
+    Until then a small fragment looks again every second: the view is usable meanwhile."""
+    summary = compute.replay_if_ready(request)
+    if summary is None:
+        slot.metric("Own core vs model, all layers", "checking…", help="Replaying every layer through the core.")
+        return False
+    header.replay_metric(slot, replace(trace, replay=summary[0], replay_hidden=summary[1]))
+    return True
 
 
 @st.fragment

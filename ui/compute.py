@@ -23,6 +23,7 @@ import contextlib
 import math
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import astuple, replace
 
 import numpy as np
@@ -193,6 +194,36 @@ def replay_for(request: TraceRequest):
     cap = capture(request.model, request.text, request.max_tokens, request.pad_to)
     with heavy():
         return pipeline.replay_summary(cap)
+
+
+_REPLAY_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attention-lens-replay")
+_REPLAY_RUNNING: set[tuple] = set()
+_REPLAY_LOCK = threading.Lock()
+
+
+def replay_if_ready(request: TraceRequest):
+    """The all-layers replay check if it is done, else None after starting it in the background (once per
+    capture): opening a long text draws its view first, and a click is never queued behind the check."""
+    cap = capture(request.model, request.text, request.max_tokens, request.pad_to)
+    if "replay_summary" in cap.memo:
+        return cap.memo["replay_summary"]
+    key = (request.model, request.text, request.max_tokens, request.pad_to)
+    with _REPLAY_LOCK:
+        if key not in _REPLAY_RUNNING:
+            _REPLAY_RUNNING.add(key)
+            _REPLAY_POOL.submit(_replay_job, cap, key)
+    return None
+
+
+def _replay_job(cap, key) -> None:
+    try:
+        with heavy():
+            pipeline.replay_summary(cap)
+    except Exception:  # a model the core cannot replay: the header says n/a instead of waiting forever
+        cap.memo.setdefault("replay_summary", ((), ()))
+    finally:
+        with _REPLAY_LOCK:
+            _REPLAY_RUNNING.discard(key)
 
 
 def with_replay(trace, request: TraceRequest):

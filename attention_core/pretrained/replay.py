@@ -14,7 +14,7 @@ from functools import partial
 
 import torch
 
-from ..multihead import MultiHeadTrace, multi_head_self_attention
+from ..multihead import MultiHeadTrace, ProjectionWeights, multi_head_self_attention
 from ..positional import apply_rotary
 from ..sdpa import SDPATrace, scaled_dot_product_attention
 from ..traces import ReplayDiff
@@ -48,20 +48,35 @@ def max_difference(core: torch.Tensor, model: torch.Tensor) -> float:
     return float((core - model).abs_().max()) if core.numel() else 0.0  # abs_ on the fresh difference: one buffer
 
 
+def _groups(captured: LayerCapture) -> list[tuple[slice, slice]]:
+    """(query heads, key/value heads) of each key/value head: the heads that share it (grouped-query)."""
+    per = captured.q.shape[0] // captured.k.shape[0]
+    return [(slice(j * per, (j + 1) * per), slice(j, j + 1)) for j in range(captured.k.shape[0])]
+
+
 def replay(capture: Capture) -> tuple[ReplayDiff, ...]:
-    """Per captured layer: max |difference| of the weights (H, L, S) and the head outputs (H, L, Ev)."""
+    """Per captured layer: max |difference| of the weights (H, L, S) and the head outputs (H, L, Ev).
+
+    One key/value group of heads at a time (heads are independent): the same numbers as one call over
+    every head, with a fraction of the (H, L, S) intermediates alive at once.
+    """
     diffs = []
     for captured in capture.layers:
         if not captured.captured:
             continue
-        trace = replay_layer(capture, captured.layer)
-        diffs.append(
-            ReplayDiff(
-                layer=captured.layer,
-                weights=max_difference(trace.weights, captured.attentions),
-                output=max_difference(trace.output, captured.attn_output),
+        weights = output = 0.0
+        for heads, kv in _groups(captured):
+            trace = scaled_dot_product_attention(
+                captured.q[heads],  # (r, L, E)
+                captured.k[kv],  # (1, S, E)
+                captured.v[kv],  # (1, S, Ev)
+                attn_mask=captured.mask,
+                scale=captured.scale,
+                enable_gqa=captured.q[heads].shape[0] != 1,
             )
-        )
+            weights = max(weights, max_difference(trace.weights, captured.attentions[heads]))
+            output = max(output, max_difference(trace.output, captured.attn_output[heads]))
+        diffs.append(ReplayDiff(layer=captured.layer, weights=weights, output=output))
     return tuple(diffs)
 
 
@@ -89,12 +104,48 @@ def replay_from_hidden(capture: Capture, layer: int) -> MultiHeadTrace:
     )
 
 
-def replay_from_hidden_diff(capture: Capture, layer: int) -> ReplayDiff:
-    """max |difference| of weights and head outputs when replaying ``layer`` from its input X."""
-    captured = _captured(capture, layer)
-    trace = replay_from_hidden(capture, layer)
-    return ReplayDiff(
-        layer=layer,
-        weights=max_difference(trace.attention.weights, captured.attentions),
-        output=max_difference(trace.attention.output, captured.attn_output),
+def _group_projection(projection: ProjectionWeights, heads: slice, kv: slice) -> ProjectionWeights:
+    """The columns of W^Q/W^K/W^V (and biases) that belong to one key/value group of heads."""
+    e_q = projection.w_q.shape[1] // projection.num_heads
+    e_v = projection.w_v.shape[1] // projection.kv_heads
+    q_cols = slice(heads.start * e_q, heads.stop * e_q)
+    k_cols = slice(kv.start * e_q, kv.stop * e_q)
+    v_cols = slice(kv.start * e_v, kv.stop * e_v)
+
+    def cut(t, cols):
+        return None if t is None else t[..., cols]
+
+    return ProjectionWeights(
+        w_q=projection.w_q[:, q_cols],
+        w_k=projection.w_k[:, k_cols],
+        w_v=projection.w_v[:, v_cols],
+        num_heads=heads.stop - heads.start,
+        num_kv_heads=1,
+        b_q=cut(projection.b_q, q_cols),
+        b_k=cut(projection.b_k, k_cols),
+        b_v=cut(projection.b_v, v_cols),
     )
+
+
+def replay_from_hidden_diff(capture: Capture, layer: int) -> ReplayDiff:
+    """max |difference| of weights and head outputs when replaying ``layer`` from its input X.
+
+    Computed one key/value group at a time (as ``replay``): the same per-head math as
+    ``replay_from_hidden``, with a fraction of the intermediates alive at once.
+    """
+    captured = _captured(capture, layer)
+    if captured.hidden_in is None or captured.projection is None or captured.qk_norm:
+        replay_from_hidden(capture, layer)  # raises the clear error
+    rotate = None if captured.rotary is None else partial(apply_rotary, cos=captured.rotary[0], sin=captured.rotary[1])
+    weights = output = 0.0
+    for heads, kv in _groups(captured):
+        trace = multi_head_self_attention(
+            captured.hidden_in,  # (L, D)
+            _group_projection(captured.projection, heads, kv),
+            attn_mask=captured.mask,
+            scale=captured.scale,
+            rotate=rotate,
+        )
+        weights = max(weights, max_difference(trace.attention.weights, captured.attentions[heads]))
+        output = max(output, max_difference(trace.attention.output, captured.attn_output[heads]))
+    return ReplayDiff(layer=layer, weights=weights, output=output)
