@@ -143,18 +143,24 @@ def main() -> None:
     replay_slot = header.render(trace, str(device), settings)
     view_panel(trace, settings, head_slot)
     if not replay_check(replay_slot, trace, settings.request()):
-        st.fragment(run_every=1.0)(replay_check)(replay_slot, trace, settings.request())
+        st.fragment(run_every=1.0)(replay_poll)(replay_slot, trace, settings.request())
 
 
 def replay_check(slot, trace, request) -> bool:
-    """Fill the header's all-layers check when it is ready (computed in the background); True when shown.
-    Until then a small fragment looks again every second: the view is usable meanwhile."""
+    """Fill the header's all-layers check; True when shown. A long input's check runs in the background
+    (the view is usable meanwhile) and ``replay_poll`` looks for it every second."""
     summary = compute.replay_if_ready(request)
     if summary is None:
         slot.metric("Own core vs model, all layers", "checking…", help="Replaying every layer through the core.")
         return False
     header.replay_metric(slot, replace(trace, replay=summary[0], replay_hidden=summary[1]))
     return True
+
+
+def replay_poll(slot, trace, request) -> None:
+    """Once the background check is done, one full rerun shows it and ends the polling."""
+    if compute.replay_if_ready(request) is not None:
+        st.rerun()
 
 
 @st.fragment

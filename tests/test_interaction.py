@@ -140,3 +140,20 @@ def test_figures_are_built_once_per_numbers_head_and_view(monkeypatch):
     again = compute.figures(compute.trace_for(request), request, "query", head=0, query=2, theme="screen")
     other = compute.figures(compute.with_head(trace, 1), request, "query", head=1, query=2, theme="screen")
     assert built == ["query", "query"] and first is again and other is not first
+
+
+def test_a_long_replay_check_runs_in_the_background_and_then_is_kept(monkeypatch):
+    import time
+
+    compute.store().clear()
+    monkeypatch.setattr(compute, "SYNC_REPLAY_CELLS", 0)  # treat this text as long
+    request = TraceRequest(text=TEXT + " And once more, in the background.")
+    assert compute.replay_if_ready(request) is None  # started, not waited for
+    deadline = time.time() + 60
+    while (summary := compute.replay_if_ready(request)) is None and time.time() < deadline:
+        time.sleep(0.05)
+    captured, hidden = summary
+    assert len(captured) == 6 and len(hidden) == 6
+    assert all(r.weights < 1e-5 and r.output < 1e-5 for r in (*captured, *hidden))
+    cap = compute.capture(request.model, request.text, request.max_tokens, request.pad_to)
+    assert compute.replay_if_ready(request) is cap.memo["replay_summary"]  # computed once, then kept

@@ -196,6 +196,7 @@ def replay_for(request: TraceRequest):
         return pipeline.replay_summary(cap)
 
 
+SYNC_REPLAY_CELLS = 6 * 12 * 128**2  # replay every layer in the script up to MiniLM at 128 tokens; above, in the background
 _REPLAY_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attention-lens-replay")
 _REPLAY_RUNNING: set[tuple] = set()
 _REPLAY_LOCK = threading.Lock()
@@ -207,6 +208,10 @@ def replay_if_ready(request: TraceRequest):
     cap = capture(request.model, request.text, request.max_tokens, request.pad_to)
     if "replay_summary" in cap.memo:
         return cap.memo["replay_summary"]
+    layers, heads, length, _ = cap.attentions.shape
+    if layers * heads * length**2 <= SYNC_REPLAY_CELLS:  # quick (about 0.1 s): no need to defer it
+        with heavy():
+            return pipeline.replay_summary(cap)
     key = (request.model, request.text, request.max_tokens, request.pad_to)
     with _REPLAY_LOCK:
         if key not in _REPLAY_RUNNING:
