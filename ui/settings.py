@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from attention_core.device import available_devices
 from attention_core.request import CHOICES, LIMITS, TraceRequest, coerce_fields
 from viz.stats import STATISTICS as STATISTIC_LABELS
+from viz.theme import THEMES
 
 VIEWS = ("derivation", "compare", "heads", "query", "pitfalls", "training")
 VIEW_LABELS = {
@@ -22,7 +23,6 @@ VIEW_LABELS = {
     "pitfalls": "Pitfalls lab",
     "training": "Training lab",
 }
-THEMES = ("screen", "slides")
 UI_CHOICES = {"view": VIEWS, "theme": THEMES}
 
 

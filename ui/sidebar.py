@@ -7,7 +7,7 @@ from dataclasses import fields
 import streamlit as st
 
 from attention_core.device import available_devices
-from attention_core.request import LIMITS
+from attention_core.request import ENCODINGS, FILLS, LIMITS, MASKS, SCALINGS, SOURCES
 
 from .settings import THEMES, UI_RANGES, VIEW_ONLY, Settings, clamp_to_ui
 
@@ -155,7 +155,7 @@ def controls(facts, num_tokens: int):
     with st.expander("Scaling", expanded=True):
         st.radio(
             "Divide the scores by",
-            list(SCALING_LABELS),
+            list(SCALINGS),
             key="scaling",
             format_func=SCALING_LABELS.get,
             horizontal=True,
@@ -172,7 +172,7 @@ def controls(facts, num_tokens: int):
 
     with st.expander("Masking", expanded=True):
         st.selectbox(
-            "Mask", list(MASK_LABELS), key="mask", format_func=MASK_LABELS.get, help="Which keys each query may see."
+            "Mask", list(MASKS), key="mask", format_func=MASK_LABELS.get, help="Which keys each query may see."
         )
         mask = st.session_state["mask"]
         if mask == "sliding_window":
@@ -198,7 +198,7 @@ def controls(facts, num_tokens: int):
             )
         st.radio(
             "Fill for blocked scores",
-            ["-inf", "-1e9"],
+            list(FILLS),
             key="fill",
             horizontal=True,
             help="-inf gives blocked keys exactly 0 weight and an empty row 0 everywhere. -1e9 is the common "
@@ -215,14 +215,14 @@ def controls(facts, num_tokens: int):
     with st.expander("Positional encoding and source of X", expanded=False):
         st.selectbox(
             "Positional encoding (own core)",
-            list(ENCODING_LABELS),
+            list(ENCODINGS),
             key="encoding",
             format_func=ENCODING_LABELS.get,
             help="Without one, attention cannot tell word order: see the permutation demo in the pitfalls lab.",
         )
         st.radio(
             "Source of X and weights",
-            list(SOURCE_LABELS),
+            list(SOURCES),
             key="source",
             format_func=SOURCE_LABELS.get,
             help="Replay: the layer's real input and W^Q/W^K/W^V, so the core must match the model. "

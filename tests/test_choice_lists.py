@@ -1,0 +1,26 @@
+"""Every choice list is defined once (attention_core.request, viz.stats, ui.settings) and every option has a label."""
+
+from __future__ import annotations
+
+from attention_core import request
+from ui import sidebar
+from ui.settings import STATISTICS, UI_CHOICES, VIEW_LABELS, VIEWS
+from ui.views.heads import STATISTIC_HELP
+from viz import stats, theme
+
+
+def test_every_option_of_every_sidebar_list_has_a_label():
+    for options, labels in (
+        (request.SCALINGS, sidebar.SCALING_LABELS),
+        (request.MASKS, sidebar.MASK_LABELS),
+        (request.ENCODINGS, sidebar.ENCODING_LABELS),
+        (request.SOURCES, sidebar.SOURCE_LABELS),
+        (VIEWS, VIEW_LABELS),
+        (STATISTICS, STATISTIC_HELP),
+    ):
+        assert set(labels) == set(options), (options, labels)
+
+
+def test_the_app_and_the_figures_share_one_list_each():
+    assert STATISTICS == tuple(stats.STATISTICS)  # the "diagonal_distance" bug: two names for one statistic
+    assert UI_CHOICES["statistic"] is STATISTICS and UI_CHOICES["theme"] is theme.THEMES
