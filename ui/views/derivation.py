@@ -19,13 +19,39 @@ def projection_latex(bias: bool) -> str:
     return r",\quad ".join(terms) + r" \qquad W^Q, W^K \in \mathbb{R}^{d_{model} \times d_k}"
 
 
+def scaling_text(settings: Settings, scale: float, d_k: int) -> tuple[str, str]:
+    """(sentence, formula) for step 4, stating the factor really applied (the model's own, none, or 1/t)."""
+    if settings.scaling == "none":
+        return "none (the control is off): the raw scores go to softmax unchanged.", r"\tilde{S} = QK^T"
+    if settings.scaling == "custom":
+        return (
+            f"divide by the temperature t = {settings.temperature:g} (instead of √d_k = {d_k**0.5:.4g}).",
+            rf"\tilde{{S}} = \frac{{QK^T}}{{t}} \qquad \tfrac{{1}}{{t}} = {scale:.4g}",
+        )
+    text = f"multiply by {scale:.4g} so the scores stay in softmax's sensitive range"
+    if abs(scale * d_k**0.5 - 1) > 1e-6:  # e.g. GPT-2's 1/(√d_k · (layer + 1)): say it is the model's own factor
+        return (
+            text + f" (this model's own factor; 1/√d_k would be {1 / d_k**0.5:.4g}).",
+            rf"\tilde{{S}} = QK^T \times {scale:.4g}",
+        )
+    return (
+        text + ".",
+        r"\tilde{S} = \frac{QK^T}{\sqrt{d_k}}" + rf"\qquad \tfrac{{1}}{{\sqrt{{{d_k:.0f}}}}} = {scale:.4g}",
+    )
+
+
 LAZY_TOKENS = 96  # above this many tokens, the big steps are drawn only when their drawer is opened
 
 
 def _place(trace: ModelTrace, settings: Settings, names: tuple[str, ...], data: dict, columns: bool = False) -> None:
     figs = compute.figures(
-        trace, settings.request(), "derivation", head=trace.head, theme=settings.theme,
-        show_values=settings.show_values or None, only=names,
+        trace,
+        settings.request(),
+        "derivation",
+        head=trace.head,
+        theme=settings.theme,
+        show_values=settings.show_values or None,
+        only=names,
     )
     slots = st.columns(len(figs)) if columns and len(figs) > 1 else [st.container() for _ in figs]
     for slot, (name, fig) in zip(slots, figs.items(), strict=True):
@@ -92,13 +118,28 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         f"Largest |score|: {r['score_absmax']:.3g}."
     )
 
-    st.markdown(f"**4. Scaling**: multiply by {r['scale']:.4g} so the scores stay in softmax's sensitive range.")
-    st.latex(r"\tilde{S} = \frac{QK^T}{\sqrt{d_k}}" + rf"\qquad \tfrac{{1}}{{\sqrt{{{d_k:.0f}}}}} = {1 / d_k**0.5:.4g}")
+    what, formula = scaling_text(settings, r["scale"], d_k)
+    st.markdown(f"**4. Scaling**: {what}")
+    st.latex(formula)
     _step(trace, settings, ("scaled",), data, drawer=lazy(f"Scaled scores ({cells})"))
     st.caption(f"Variance after scaling: {r['scaled_var']:.3g} (was {r['score_var']:.3g}).")
 
-    st.markdown("**5. Masking**: blocked keys get -∞, so softmax gives them exactly 0.")
-    st.latex(r"\tilde{S}_{ij} \leftarrow -\infty \ \text{where query } i \text{ may not see key } j")
+    fill = r"-\infty" if settings.fill == "-inf" else r"-10^9"
+    st.markdown(
+        "**5. Masking**: "
+        + (
+            "blocked keys get -∞, so softmax gives them exactly 0."
+            if settings.fill == "-inf"
+            else "blocked keys get -1e9 (the common shortcut): nearly 0 after softmax, but a row with every key "
+            "blocked becomes uniform and leaks."
+        )
+        + (
+            " ALiBi adds its distance penalty to every allowed score here."
+            if settings.encoding == "alibi"
+            else ""
+        )
+    )
+    st.latex(rf"\tilde{{S}}_{{ij}} \leftarrow {fill} \ \text{{where query }} i \text{{ may not see key }} j")
     _step(trace, settings, ("masked",), data, drawer=lazy(f"Masked scores ({cells})"))
     empty = (
         f" {r['empty_rows']} row(s) have every key blocked: they attend to nothing (weights 0, output 0)"
@@ -117,5 +158,5 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     )
 
     st.markdown("**7. Weighted sum**: each output row mixes the value vectors by those weights.")
-    st.latex(r"O = AV = \mathrm{softmax}\!\left(\frac{QK^T}{\sqrt{d_k}}\right)V")
+    st.latex(r"O = AV = \mathrm{softmax}(\tilde{S})\,V")
     _step(trace, settings, ("output",), data)
