@@ -273,7 +273,11 @@ class Client:
             if left <= 0:
                 run.errors.append(f"no script_finished within {self.timeout_s:.0f} s")
                 break
-            data = await asyncio.wait_for(self.ws.recv(), timeout=left)
+            try:
+                data = await asyncio.wait_for(self.ws.recv(), timeout=left)
+            except TimeoutError:
+                run.errors.append(f"no script_finished within {self.timeout_s:.0f} s")
+                break
             if isinstance(data, str):
                 continue
             if read_forward(data, run) and run.finished != "FINISHED_EARLY_FOR_RERUN":
