@@ -25,6 +25,7 @@ st.set_page_config(page_title="Attention Lens", page_icon="🔍", layout="wide")
 
 @st.cache_resource
 def _threads() -> int:
+    compute.return_freed_memory()  # once per server, like the thread count
     return configure_threads()
 
 

@@ -144,6 +144,22 @@ def trace_bytes(trace) -> int:
     return _nbytes(*own)
 
 
+M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
+MMAP_THRESHOLD_BYTES = 128 * 1024
+
+
+def return_freed_memory() -> bool:
+    """Ask glibc to serve every allocation above 128 kB with its own mapping, returned to the system when
+    freed. By default glibc raises that threshold after large frees (up to 32 MB), and the big arrays of
+    evicted traces then stay in the heap: the server's RSS keeps what the cache let go. True when set."""
+    try:
+        import ctypes
+
+        return bool(ctypes.CDLL("libc.so.6").mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
+    except (OSError, AttributeError):  # not glibc (macOS, musl): nothing to do
+        return False
+
+
 @st.cache_resource(show_spinner=False)
 def store():
     """The one byte-bounded cache of captures, traces and summaries in this server (see ui/store.py)."""
