@@ -98,13 +98,3 @@ def to_additive(mask: torch.Tensor, fill: float = float("-inf"), dtype=torch.flo
     that were meant to be hidden. That is the classic silent mask bug.
     """
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask.bool(), fill)
-
-
-MASKS = {
-    "none": full,
-    "causal": causal,
-    "sliding_window": sliding_window,
-    "strided": strided,
-    "block_local": block_local,
-    "blocked_keys": blocked_keys,
-}

@@ -14,7 +14,7 @@ import numpy as np
 
 @dataclass(frozen=True)
 class HeadTrace:
-    """Every step of one head, numpy. Hook-style names in ``HOOK_NAMES``."""
+    """Every step of one head, numpy."""
 
     q: np.ndarray  # (L, E)   query vectors (after rotary where used)
     k: np.ndarray  # (S, E)   key vectors
@@ -97,20 +97,6 @@ class LayerTrace:
             q_before_rotary=pick(self.q_before_rotary),
             k_before_rotary=pick(self.k_before_rotary),
         )
-
-
-# TransformerLens-style names for every captured tensor of layer {i}.
-HOOK_NAMES = {
-    "x": "blocks.{i}.attn.hook_input",
-    "q": "blocks.{i}.attn.hook_q",
-    "k": "blocks.{i}.attn.hook_k",
-    "v": "blocks.{i}.attn.hook_v",
-    "scores": "blocks.{i}.attn.hook_scores",
-    "scaled": "blocks.{i}.attn.hook_scaled",
-    "masked": "blocks.{i}.attn.hook_masked",
-    "weights": "blocks.{i}.attn.hook_pattern",
-    "output": "blocks.{i}.attn.hook_z",
-}
 
 
 @dataclass(frozen=True)

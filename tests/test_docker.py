@@ -151,7 +151,7 @@ def app():
     """Build the image from the repository, run it, and yield the running container (removed afterwards)."""
     context = Path(os.environ.get("ATTENTION_LENS_DOCKER_CONTEXT") or REPO)
     if not (context / "app.py").exists():
-        pytest.skip(f"{context}/app.py does not exist yet: nothing to put in the image")
+        pytest.skip(f"{context} holds no app.py: not a checkout of this project")
     try:
         dte.ensure_tools(browser=True)
         env = dte.DockerTestEnv(context, log_dir=ARTIFACTS)

@@ -47,15 +47,10 @@ def request_fields(args: argparse.Namespace) -> dict:
 def typed_fields(request_class, raw: dict) -> tuple[dict, list[str]]:
     """Loose values (JSON lists, strings) turned into the request's field types, plus notices.
 
-    Uses ``attention_core.request.coerce_fields`` (the same rules as the app's URL settings) when
-    it exists; otherwise passes known fields through and reports unknown ones.
+    Uses ``attention_core.request.coerce_fields``: the same rules as the app's URL settings.
     """
-    try:
-        from attention_core.request import coerce_fields
-    except ImportError:
-        known = {field.name for field in dataclasses.fields(request_class)}
-        notices = [f"ignored unknown setting '{key}'" for key in raw if key not in known]
-        return {key: value for key, value in raw.items() if key in known}, notices
+    from attention_core.request import coerce_fields
+
     return coerce_fields(request_class, raw)
 
 
@@ -80,11 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
 def run_export(args: argparse.Namespace) -> int:
     formats = parse_formats(args.format)
     views = parse_views(args.view)
-    try:
-        from attention_core.pipeline import TraceRequest, run_trace
-    except ImportError as error:
-        print(f"cannot import attention_core.pipeline ({error}); is the project installed?", file=sys.stderr)
-        return 2
+    from attention_core.pipeline import TraceRequest, run_trace
+
     fields, notices = typed_fields(TraceRequest, request_fields(args))
     for notice in notices:
         print(f"warning: {notice}", file=sys.stderr)
