@@ -7,7 +7,7 @@ import sys
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import bench
+    from . import bench, tiled
     from .pretrained import verify
 
     parser = argparse.ArgumentParser(
@@ -23,6 +23,11 @@ def build_parser() -> argparse.ArgumentParser:
     bench_parser = sub.add_parser("bench", help="time the core against torch's SDPA (math and default backends)")
     bench.add_arguments(bench_parser)
     bench_parser.set_defaults(run=bench.run)
+    tiled_parser = sub.add_parser(
+        "tiled", help="attention tile by tile (online softmax) against the full core: difference, peak memory, time"
+    )
+    tiled.add_arguments(tiled_parser)
+    tiled_parser.set_defaults(run=tiled.run)
     return parser
 
 
