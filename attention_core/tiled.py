@@ -54,7 +54,7 @@ class TileStep:
     keys: tuple[int, int]  # key positions [start, stop) of this block
     m: torch.Tensor  # (..., H, bq, 1) running row max after the step (-inf: no key seen yet)
     l: torch.Tensor  # (..., H, bq, 1) running sum of exp(score - m) after the step
-    rescale: torch.Tensor  # (..., H, bq, 1) exp(m_before - m_after), in (0, 1]; 1 while nothing was seen
+    rescale: torch.Tensor  # (..., H, bq, 1) exp(m_before - m_after) in (0, 1]; 1 before any key (0 on underflow)
     partial: torch.Tensor  # (..., H, bq, Ev) acc / l after the step: the output over the keys seen so far
 
 
