@@ -36,6 +36,7 @@ import sys
 import time
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from .sdpa import _check_inputs, scaled_dot_product_attention
@@ -140,6 +141,9 @@ def tiled_attention(
             k1 = min(k0 + block_k, num_keys)
             if is_causal and k0 > q1 - 1:
                 break  # this key block and all later ones come after every query of the block
+            tile_mask = _tile_mask(attn_mask, is_causal, (q0, q1), (k0, k1), query.device)
+            if tile_mask is not None and tile_mask.dtype == torch.bool and not bool(tile_mask.any()):
+                continue  # every key of this tile is hidden from every query of the block: nothing to add
             key_tile = key[..., k0:k1, :]  # (..., Hkv, bk, E)
             value_tile = value[..., k0:k1, :]  # (..., Hkv, bk, Ev)
             if group > 1:
@@ -147,7 +151,6 @@ def tiled_attention(
                 value_tile = value_tile.repeat_interleave(group, dim=-3)  # (..., H, bk, Ev)
             scores = query_tile @ key_tile.transpose(-2, -1)  # (..., H, bq, bk)  q_i . k_j
             scaled = scores * scale  # 1/sqrt(d_k) unless told otherwise
-            tile_mask = _tile_mask(attn_mask, is_causal, (q0, q1), (k0, k1), query.device)
             if tile_mask is None:
                 masked = scaled  # nothing hidden
             elif tile_mask.dtype == torch.bool:
@@ -249,3 +252,71 @@ def run(args: argparse.Namespace) -> int:
         print(f"tiled differs from the full core by {result.max_abs_diff:.3g} > {MAX_ABS_DIFF:g}", file=sys.stderr)
         return 1
     return 0
+
+
+@dataclass(frozen=True)
+class TiledWalk:
+    """One head computed tile by tile, as numpy, for stepping through it (see ``tiled_walkthrough``)."""
+
+    block: int
+    rows: np.ndarray  # (T, 2) query rows [start, stop) of each step's tile
+    keys: np.ndarray  # (T, 2) key positions [start, stop) of each step's tile
+    running_max: np.ndarray  # (T, L) m of every query row after each step (NaN: that row's block not reached yet)
+    running_sum: np.ndarray  # (T, L) l of every query row after each step
+    rescale: np.ndarray  # (T, L) exp(m_before - m_after) of the step's rows (NaN for rows not in the step)
+    distance: np.ndarray  # (T,) max |partial - final| over the rows of the step's query block
+    output: np.ndarray  # (L, Ev) the tiled output
+    max_abs_diff: float  # max |tiled - full| over the output, full = the core's output given by the caller
+    peak_tile_cells: int  # the largest score tile held at once (block x block), vs L x S for the full matrix
+
+
+def tiled_walkthrough(q, k, v, mask, scale: float, full_output, block: int = 16, score_bias=None) -> TiledWalk:
+    """One head (q (L, E), k (S, E), v (S, Ev), boolean mask (L, S), optional score bias (L, S) such as
+    ALiBi's) through ``tiled_attention``, with the running max, sum and rescale of every row after every
+    tile, and the distance of each step's partial output to the final rows. Blocked keys count as -inf."""
+    query = torch.as_tensor(np.asarray(q), dtype=torch.float32)[None]  # (1, L, E)
+    key = torch.as_tensor(np.asarray(k), dtype=torch.float32)[None]  # (1, S, E)
+    value = torch.as_tensor(np.asarray(v), dtype=torch.float32)[None]  # (1, S, Ev)
+    allowed = torch.as_tensor(np.asarray(mask, dtype=bool))  # (L, S) True = may attend
+    attn_mask = allowed
+    if score_bias is not None:  # a float mask: the bias where allowed, -inf where blocked
+        bias = torch.as_tensor(np.asarray(score_bias), dtype=torch.float32)  # (L, S)
+        attn_mask = bias.masked_fill(~allowed, float("-inf"))
+    trace = tiled_attention(query, key, value, attn_mask, scale=scale, block_q=block, block_k=block, record=True)
+    length = query.shape[-2]
+    steps = trace.steps
+    running_max = np.full((len(steps), length), np.nan)
+    running_sum = np.full((len(steps), length), np.nan)
+    rescale = np.full((len(steps), length), np.nan)
+    distance = np.zeros(len(steps))
+    output = trace.output[0].numpy()  # (L, Ev)
+    for t, step in enumerate(steps):
+        if t:
+            running_max[t], running_sum[t] = running_max[t - 1], running_sum[t - 1]
+        r0, r1 = step.rows
+        running_max[t, r0:r1] = step.m[0, :, 0].numpy()
+        running_sum[t, r0:r1] = step.l[0, :, 0].numpy()
+        rescale[t, r0:r1] = step.rescale[0, :, 0].numpy()
+        distance[t] = float(np.abs(step.partial[0].numpy() - output[r0:r1]).max())
+    return TiledWalk(
+        block=block,
+        rows=np.array([s.rows for s in steps]).reshape(-1, 2),
+        keys=np.array([s.keys for s in steps]).reshape(-1, 2),
+        running_max=running_max,
+        running_sum=running_sum,
+        rescale=rescale,
+        distance=distance,
+        output=output,
+        max_abs_diff=float(np.abs(output - np.asarray(full_output, dtype=np.float32)).max()),
+        peak_tile_cells=block * block,
+    )
+
+
+def walk_head(head, block: int = 16) -> TiledWalk:
+    """``tiled_walkthrough`` of one ``HeadTrace`` of the core: its q, k, v, mask and scale, and any score bias
+    it added between scaling and masking (ALiBi), against its own output."""
+    allowed = np.asarray(head.mask, dtype=bool)  # (L, S)
+    bias = np.where(allowed, np.asarray(head.masked) - np.asarray(head.scaled), 0.0)  # (L, S) 0 unless ALiBi
+    return tiled_walkthrough(
+        head.q, head.k, head.v, allowed, head.scale, head.output, block, bias if np.any(bias) else None
+    )

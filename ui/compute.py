@@ -282,6 +282,29 @@ def _figures_bytes(figs: dict) -> int:
     return total
 
 
+def tiled_walk(trace, request: TraceRequest, block: int):
+    """The chosen head computed tile by tile with every step recorded (attention_core.tiled), once per key."""
+    from attention_core.tiled import walk_head
+
+    def walk():
+        with heavy():
+            return walk_head(trace.core.head(trace.head), block)
+
+    def size(value) -> int:
+        return sum(int(getattr(value, name).nbytes) for name in ("running_max", "running_sum", "rescale", "output"))
+
+    return store().get(("tiled", numbers_key(request), trace.head, block), walk, size)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def tiled_memory(n: int, block: int, dim: int):
+    """Peak bytes and seconds of the tiled call vs the full core at this size (one head), measured once."""
+    from attention_core.tiled import compare_with_full
+
+    with heavy():
+        return compare_with_full(n, block, heads=1, dim=dim)
+
+
 def _summary_key(trace, request: TraceRequest) -> tuple:
     """The model's weights belong to the capture (text, model, sizes); the core's to the whole request."""
     if trace.model_attentions is not None:

@@ -1,0 +1,78 @@
+"""The tiled walkthrough of one head: exact against the core, running max and sum as defined, the figure."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from streamlit.testing.v1 import AppTest
+
+from attention_core.multihead import init_weights, multi_head_self_attention
+from attention_core.positional import alibi_bias
+from attention_core.tiled import walk_head
+from attention_core.traces import HeadTrace
+from viz.tiled import tile_states, tiled_figure
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+def head_trace(n: int = 21, *, alibi: bool = False, causal: bool = True) -> HeadTrace:
+    x = torch.randn(n, 16, generator=torch.Generator().manual_seed(0))  # (L, D)
+    weights = init_weights(16, 8, 2, seed=1, with_output=False)
+    mask = torch.ones(n, n, dtype=torch.bool).tril() if causal else torch.ones(n, n, dtype=torch.bool)
+    mh = multi_head_self_attention(x, weights, attn_mask=mask, score_bias=alibi_bias(2, n) if alibi else None)
+    a = mh.attention
+    return HeadTrace(q=mh.q[1].numpy(), k=mh.k[1].numpy(), v=mh.v[1].numpy(), scores=a.scores[1].numpy(),
+                     scaled=a.scaled[1].numpy(), masked=a.masked[1].numpy(), weights=a.weights[1].numpy(),
+                     output=a.output[1].numpy(), mask=mask.numpy(), scale=a.scale)
+
+
+@pytest.mark.parametrize("block", [1, 4, 7, 21, 64])
+@pytest.mark.parametrize("alibi", [False, True])
+def test_walk_reproduces_the_core_and_its_running_statistics(block, alibi):
+    head = head_trace(alibi=alibi)
+    walk = walk_head(head, block)
+    assert walk.max_abs_diff < 1e-6
+    masked = np.asarray(head.masked, dtype=np.float64)  # (L, S) what softmax sees
+    final_max = np.max(np.where(head.mask, masked, -np.inf), axis=-1)  # (L,)
+    final_sum = np.where(head.mask, np.exp(masked - final_max[:, None]), 0.0).sum(-1)  # (L,)
+    assert np.allclose(walk.running_max[-1], final_max, atol=1e-5)
+    assert np.allclose(walk.running_sum[-1], final_sum, rtol=1e-5)
+    assert np.all((walk.rescale[np.isfinite(walk.rescale)] > 0) & (walk.rescale[np.isfinite(walk.rescale)] <= 1))
+    assert walk.distance[-1] < 1e-6  # the last step of the last block lands on the output
+    assert walk.peak_tile_cells == block * block
+
+
+def test_causal_tiles_above_the_diagonal_are_never_computed():
+    walk = walk_head(head_trace(n=16), 4)
+    states = tile_states(walk, len(walk.rows) - 1, 16, 16)
+    assert (states[np.triu_indices(4, k=1)] == 3).all()  # never (all blocked)
+    assert (states[np.tril_indices(4)] > 0).all()
+    assert len(walk.rows) == 10  # 4 + 3 + 2 + 1 tiles on and below the diagonal
+
+
+def test_figure_marks_the_step_and_rejects_a_wrong_one():
+    walk = walk_head(head_trace(n=12, causal=False), 4)
+    fig = tiled_figure(walk, 2, length=12, keys=12)
+    assert "step 3 of 9" in fig.layout.title.text
+    assert (tile_states(walk, 2, 12, 12) == 2).sum() == 1
+    with pytest.raises(ValueError, match="out of range"):
+        tiled_figure(walk, 9, length=12, keys=12)
+
+
+def test_the_pitfalls_cost_tab_steps_through_this_head():
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.query_params.update({"text": "The cat sat on the mat because it was tired.", "view": "pitfalls"})
+    at.session_state["pitfall"] = "cost"
+    at.run()
+    assert not at.exception and not at.error
+    at.select_slider(key="tiled_block").set_value(4)  # 13 tokens in 4 x 4 tiles: several steps
+    at.run()
+    assert not at.exception and not at.error
+    at.slider(key="tiled_step").set_value(1)
+    at.run()
+    assert not at.exception and not at.error
+    assert any("Max |tiled − full core|" in c.value for c in at.caption)
+    assert any("Measured on this server" in c.value for c in at.caption)

@@ -1,0 +1,56 @@
+"""Pitfalls lab, O(n²) cost: the modern answer, tiled (flash) attention, stepped through on this head."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attention_core.traces import ModelTrace
+from viz.tiled import tiled_figure
+
+from .. import compute
+from ..settings import Settings
+from .common import figure
+
+BLOCKS = (4, 8, 16, 32, 64)
+
+
+def render(trace: ModelTrace, settings: Settings) -> None:
+    st.markdown("#### The modern answer: attention one tile at a time (FlashAttention's idea)")
+    st.markdown(
+        "The n × n matrix need not exist all at once. Split the queries and keys into blocks; for each query "
+        "block, visit the key blocks one by one and keep, per query row, only a running maximum **m**, a running "
+        "sum **l** of exp(score − m) and a running output. When a new block raises the maximum, everything kept so "
+        "far is multiplied by exp(m_old − m_new) before the new block is added. After the last block, output / l "
+        "is exactly softmax(QKᵀ·s)V: the same numbers, with memory that grows like n instead of n²."
+    )
+    st.latex(
+        r"m' = \max(m, \max_j s_{ij}) \quad l' = l\,e^{m - m'} + \sum_j e^{s_{ij} - m'} \quad "
+        r"o' = o\,e^{m - m'} + \sum_j e^{s_{ij} - m'} v_j \quad O_i = o_i / l_i"
+    )
+    cols = st.columns(2)
+    block = cols[0].select_slider("Tile size (queries × keys)", BLOCKS, value=16, key="tiled_block")
+    walk = compute.tiled_walk(trace, settings.request(), block)
+    steps = len(walk.rows)
+    if st.session_state.get("tiled_step", steps) > steps or "tiled_step" not in st.session_state:
+        st.session_state["tiled_step"] = steps  # start at the end (the finished output); stay within this size
+    if steps > 1:
+        step = cols[1].slider("Step", 1, steps, key="tiled_step", help="Which tile was just loaded.")
+    else:
+        step = 1
+        cols[1].caption("One tile holds the whole matrix at this size: pick a smaller tile to see the steps.")
+    n, keys = trace.core.weights.shape[-2:]
+    figure(tiled_figure(walk, min(step, steps) - 1, length=n, keys=keys, theme=settings.theme), "tiled")
+    note = " (fill -1e9 leaks on fully blocked rows; tiles treat blocked keys as -∞)" if settings.fill == "-1e9" else ""
+    st.caption(
+        f"{steps} tiles of at most {block}×{block} = {walk.peak_tile_cells:,} scores each, instead of one "
+        f"{n}×{keys} = {n * keys:,} matrix. Max |tiled − full core| over this head's output: "
+        f"{walk.max_abs_diff:.1e}{note}."
+    )
+    measured = compute.tiled_memory(n, block, trace.core.q.shape[-1])
+    st.caption(
+        f"Measured on this server at n = {n} ({trace.core.num_heads} heads' worth is this × {trace.core.num_heads}, "
+        f"head dim {trace.core.q.shape[-1]}): peak memory allocated by the tiled call "
+        f"{measured.peak_bytes_tiled / 2**10:,.0f} KiB vs the full core {measured.peak_bytes_full / 2**10:,.0f} KiB; "
+        f"{measured.seconds_tiled * 1e3:.1f} ms vs {measured.seconds_full * 1e3:.1f} ms "
+        "(`python -m attention_core tiled --n N` measures any size)."
+    )
