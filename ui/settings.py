@@ -10,16 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from attention_core.device import available_devices
+from attention_core.pairs import PAIRS
 from attention_core.request import CHOICES, LIMITS, TraceRequest, coerce_fields
 from viz.stats import STATISTICS as STATISTIC_LABELS
 from viz.theme import THEMES
 
-VIEWS = ("derivation", "compare", "heads", "query", "pitfalls", "training")
+VIEWS = ("derivation", "compare", "heads", "query", "pairs", "pitfalls", "training")
 VIEW_LABELS = {
     "derivation": "Derivation",
     "compare": "Core vs model",
     "heads": "Heads & layers",
     "query": "Query inspector",
+    "pairs": "Minimal pairs",
     "pitfalls": "Pitfalls lab",
     "training": "Training lab",
 }
@@ -35,6 +37,7 @@ class Settings(TraceRequest):
     show_values: bool = False  # numbers in heatmap cells (small n)
     theme: str = "screen"
     statistic: str = "entropy"  # colour of the layer x head overview
+    pair_text: str = PAIRS["animal"][1]  # the minimal-pairs view's second text (the first is ``text``)
 
     def request(self) -> TraceRequest:
         return TraceRequest(**{f.name: getattr(self, f.name) for f in fields(TraceRequest)})
@@ -43,7 +46,7 @@ class Settings(TraceRequest):
 STATISTICS = tuple(STATISTIC_LABELS)  # defined once, in viz.stats
 # Controls that only choose what to look at: they rerun the view alone (a fragment) and never recompute.
 # (head is a TraceRequest field for the command line; the app's caches leave it out of their keys.)
-VIEW_ONLY = ("head", "view", "query", "statistic")
+VIEW_ONLY = ("head", "view", "query", "statistic", "pair_text")  # pair_text: only the pairs view's own trace
 UI_CHOICES["statistic"] = STATISTICS
 
 # The ranges the sidebar's widgets offer (narrower than the core's LIMITS). A link's value outside
@@ -75,8 +78,9 @@ def to_query_params(settings: Settings) -> dict[str, str]:
         for f in fields(Settings)
         if getattr(settings, f.name) != getattr(default, f.name)
     }
-    if len(params.get("text", "")) > URL_TEXT_CHARS:
-        params["text"] = params["text"][:URL_TEXT_CHARS]
+    for name in ("text", "pair_text"):
+        if len(params.get(name, "")) > URL_TEXT_CHARS:
+            params[name] = params[name][:URL_TEXT_CHARS]
     return params
 
 

@@ -13,12 +13,13 @@ def render(view: str, trace: ModelTrace, settings: Settings) -> None:
 
         render_training_lab()
         return
-    from . import compare, derivation, heads, pitfalls, query
+    from . import compare, derivation, heads, pairs, pitfalls, query
 
     {
         "derivation": derivation.render,
         "compare": compare.render,
         "heads": heads.render,
         "query": query.render,
+        "pairs": pairs.render,
         "pitfalls": pitfalls.render,
     }.get(view, derivation.render)(trace, settings)
