@@ -57,7 +57,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     other = compute.with_head(compute.trace_for(replace(settings.request(), text=second)), trace.head)
     for notice in other.notices:
         st.info(f"Second text: {plain(notice)}", icon=":material/info:")
-    first_labels, second_labels = plain_labels(trace.tokens), plain_labels(other.tokens)
+    first_labels = plain_labels(trace.tokens)
     first_w = trace.core.head(trace.head).weights  # (L, S)
     second_w = other.core.head(other.head).weights  # (L', S')
     if st.session_state.pop("_pair_start", False) or st.session_state.get("query", 0) >= len(first_labels):
