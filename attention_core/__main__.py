@@ -7,7 +7,7 @@ import sys
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import bench, tiled
+    from . import bench, kvcache, tiled
     from .pretrained import verify
 
     parser = argparse.ArgumentParser(
@@ -28,6 +28,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     tiled.add_arguments(tiled_parser)
     tiled_parser.set_defaults(run=tiled.run)
+    kvcache_parser = sub.add_parser(
+        "kvcache", help="greedy decoding step by step with a key/value cache, checked against a full pass"
+    )
+    kvcache.add_arguments(kvcache_parser)
+    kvcache_parser.set_defaults(run=kvcache.run)
     return parser
 
 
