@@ -161,7 +161,7 @@ class ScratchStep:
     """One step of ``kv_cache_scratch``: the new query row against the t cached keys."""
 
     position: int
-    weights: np.ndarray  # (H, t)
+    weights: np.ndarray  # (H, t) in the dtype of x
     output: np.ndarray  # (H, Ev)
     cache_bytes: int  # keys + values held after the step (Hkv heads)
     cache_bytes_one_kv_per_head: int
@@ -222,8 +222,8 @@ def kv_cache_scratch(
         steps.append(
             ScratchStep(
                 position=t,
-                weights=row.detach().float().numpy(),
-                output=out.detach().float().numpy(),
+                weights=row.detach().numpy(),  # dtype as computed
+                output=out.detach().numpy(),
                 cache_bytes=k_cache.nbytes + v_cache.nbytes,
                 cache_bytes_one_kv_per_head=cache_bytes(1, heads, t + 1, head_dim, value_dim, x.element_size()),
                 macs_step=attention_macs(1, heads, 1, t + 1, head_dim, value_dim),
