@@ -80,6 +80,7 @@ def test_each_row_is_the_row_of_the_models_full_causal_pass(tiny, family):
         assert (torch.from_numpy(step.weights) - attentions[:, :, p, : p + 1]).abs().max() <= TOL
         assert (torch.from_numpy(step.output) - head_outputs[:, :, p]).abs().max() <= TOL
         assert step.diff_full <= TOL and step.diff_cached <= TOL and step.diff_cache_object <= TOL
+        assert step.diff_full_replay <= TOL
         assert torch.allclose(torch.from_numpy(step.weights).sum(-1), torch.ones(LAYERS, HEADS))
         # the greedy token is the argmax of the model's own logits at this row of the full pass
         assert step.token_id == int(full.logits[0, p].argmax())
@@ -258,7 +259,7 @@ def test_cli_json_on_a_local_folder(tiny):
     for row in report["steps"]:
         assert row["cache_bytes"] == BYTES_PER_POSITION["llama"] * row["keys"]
         assert row["max_abs_diff_full"] <= TOL and row["max_abs_diff_cached"] <= TOL
-        assert row["max_abs_diff_generate"] <= TOL
+        assert row["max_abs_diff_generate"] <= TOL and row["max_abs_diff_full_replay"] <= TOL
 
 
 def test_cli_table_and_exit_status(tiny, capsys):
@@ -285,7 +286,7 @@ def test_smollm2_cached_decoding():
     assert (run.num_layers, run.num_heads, run.num_kv_heads, run.head_dim) == (30, 9, 3, 64)
     assert run.groups == ((0, 1, 2), (3, 4, 5), (6, 7, 8)) and run.gqa_saving == 3
     assert run.tokens_match_generate is True
-    for name in ("full", "cached", "cache_object", "generate"):
+    for name in ("full", "full_replay", "cached", "cache_object", "generate"):
         assert run.worst(name) <= TOL, name
     for step in run.steps:
         assert step.cache_bytes == 30 * 2 * 3 * step.keys * 64 * 4  # 46,080 bytes per cached position
