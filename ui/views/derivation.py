@@ -40,7 +40,12 @@ def scaling_text(settings: Settings, scale: float, d_k: int) -> tuple[str, str]:
     )
 
 
-LAZY_TOKENS = 96  # above this many tokens, the big steps are drawn only when their drawer is opened
+# Every figure costs the browser about 0.1-0.2 s to redraw on a 2-core machine, and a head change
+# redraws all of them: above LAZY_TOKENS tokens, X and the three n x n pre-softmax steps are drawn only
+# when their drawer is opened (the softmax weights always are); above LAZY_LONG_TOKENS, Q, K, V and the
+# output too. Each step's formula and numbers stay on the page.
+LAZY_TOKENS = 24
+LAZY_LONG_TOKENS = 96
 
 
 def _place(trace: ModelTrace, settings: Settings, names: tuple[str, ...], data: dict, columns: bool = False) -> None:
@@ -79,6 +84,9 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     big = n > LAZY_TOKENS
     cells = f"{n} × {n}"
 
+    def lazy_long(label: str) -> str | None:  # the per-token matrices too, for long inputs
+        return f"{label} (drawn when opened: {n} tokens)" if n > LAZY_LONG_TOKENS else None
+
     def lazy(label: str) -> str | None:
         return f"{label} (drawn when opened: {n} tokens)" if big else None
 
@@ -99,7 +107,14 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     if head.w_q is not None:
         _step(trace, settings, ("w_q", "w_k", "w_v"), data, drawer="The weight matrices W^Q, W^K, W^V of this head")
     if head.rotary:
-        _step(trace, settings, ("q_before_rotary", "k_before_rotary"), data, columns=True)
+        _step(
+            trace,
+            settings,
+            ("q_before_rotary", "k_before_rotary"),
+            data,
+            columns=True,
+            drawer=lazy("q and k before the rotation"),
+        )
         st.markdown(
             "**2b. Rotary positions (RoPE)**: q and k are rotated by angles that grow with the token's position, "
             "pair of dimensions by pair; v is not rotated. The score of q_i and k_j then depends on i - j."
@@ -108,7 +123,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
             r"\mathrm{RoPE}(x)_m = x_m \cos(m\theta) + \mathrm{rotate\_half}(x)_m \sin(m\theta)"
             r"\qquad \theta_d = \text{base}^{-2d/d_k}"
         )
-    _step(trace, settings, ("q", "k", "v"), data, columns=True)
+    _step(trace, settings, ("q", "k", "v"), data, columns=True, drawer=lazy_long(f"Q, K, V ({n} × {d_k} each)"))
 
     st.markdown("**3. Dot products**: how well each query matches each key.")
     st.latex(r"e_{ij} = q_i \cdot k_j \qquad S = QK^T \in \mathbb{R}^{n \times n}")
@@ -133,11 +148,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
             else "blocked keys get -1e9 (the common shortcut): nearly 0 after softmax, but a row with every key "
             "blocked becomes uniform and leaks."
         )
-        + (
-            " ALiBi adds its distance penalty to every allowed score here."
-            if settings.encoding == "alibi"
-            else ""
-        )
+        + (" ALiBi adds its distance penalty to every allowed score here." if settings.encoding == "alibi" else "")
     )
     st.latex(rf"\tilde{{S}}_{{ij}} \leftarrow {fill} \ \text{{where query }} i \text{{ may not see key }} j")
     _step(trace, settings, ("masked",), data, drawer=lazy(f"Masked scores ({cells})"))
@@ -159,4 +170,4 @@ def render(trace: ModelTrace, settings: Settings) -> None:
 
     st.markdown("**7. Weighted sum**: each output row mixes the value vectors by those weights.")
     st.latex(r"O = AV = \mathrm{softmax}(\tilde{S})\,V")
-    _step(trace, settings, ("output",), data)
+    _step(trace, settings, ("output",), data, drawer=lazy_long(f"Output O ({n} × {head.output.shape[1]})"))
