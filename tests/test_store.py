@@ -66,3 +66,14 @@ def test_a_failed_computation_is_not_cached_and_waiting_callers_retry():
         store.get("k", failing, lambda v: 1)
     waiter.join(5)
     assert out == ["value"] and attempts == ["fail", "ok"]
+
+
+def test_the_newest_entry_of_each_kind_stays():
+    store = Store(budget_bytes=100)
+    store.get(("capture", "long text"), lambda: "C", lambda v: 90)
+    store.get(("trace", 1), lambda: "T1", lambda v: 30)  # 120 > 100, but each is the newest of its kind
+    assert len(store) == 2
+    store.get(("trace", 2), lambda: "T2", lambda v: 30)  # the older trace goes, the capture stays
+    assert store.get(("capture", "long text"), lambda: pytest.fail("evicted"), lambda v: 0) == "C"
+    assert store.get(("trace", 2), lambda: pytest.fail("evicted"), lambda v: 0) == "T2"
+    assert store.get(("trace", 1), lambda: "T1 again", lambda v: 30) == "T1 again"

@@ -3,7 +3,7 @@
 What a click costs (see docs/INTERACTION.md): settings split into those that decide numbers (the
 request without ``head``) and those that only choose what to look at (head, query, view,
 statistic). Models live in ``st.cache_resource``; captures, traces and per-capture summaries live
-in one byte-bounded ``Store`` (ATTENTION_LENS_CACHE_MB, default 1024): held by reference, float32,
+in one byte-bounded ``Store`` (ATTENTION_LENS_CACHE_MB, default 512): held by reference, float32,
 computed once even when many sessions ask at the same moment, nothing pickled per rerun.
 
 Resources, for a server shared by many sessions:
@@ -44,7 +44,7 @@ def _env_number(name: str, default: float, low: float) -> float:
 MAX_HEAVY = int(_env_number("ATTENTION_LENS_MAX_HEAVY", 2, 1))
 HEAVY_WAIT_S = _env_number("ATTENTION_LENS_HEAVY_WAIT_S", 120.0, 1.0)
 MAX_TRACE_MB = _env_number("ATTENTION_LENS_MAX_TRACE_MB", 1536.0, 1.0)
-CACHE_MB = _env_number("ATTENTION_LENS_CACHE_MB", 1024.0, 16.0)
+CACHE_MB = _env_number("ATTENTION_LENS_CACHE_MB", 512.0, 16.0)
 TRACE_MAPS_PER_HEAD = 4  # (L, S) float32 maps a trace owns per head: the core's scores, scaled, masked, weights
 # (the model's weights are views of the capture's buffer; it returns no pre-softmax steps)
 HEAVY_RUNS = threading.BoundedSemaphore(MAX_HEAVY)

@@ -3,7 +3,7 @@
 Streamlit's ``st.cache_data`` pickles its value on every hit (376 MB for one trace at 512 MiniLM
 tokens) and ``st.cache_resource`` bounds entries, not bytes. ``Store`` keeps objects by reference
 (zero-copy: callers treat them as read-only), evicts the least recently used once the total passes
-its byte budget (the newest entry always stays, however large), and computes each key once even when
+its byte budget (the newest entry of each kind always stays, however large), and computes each key once even when
 many sessions ask for it at the same moment (a per-key lock: the others wait and share the result).
 
 Pure Python: no streamlit, no torch; the caller says how many bytes a value holds.
@@ -15,6 +15,11 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
+
+
+def _kind(key: Hashable) -> Hashable:
+    """``key[0]`` for a tuple key ("capture", "trace", "figures", ...); every other key is one kind."""
+    return key[0] if isinstance(key, tuple) and key else None
 
 
 class Store:
@@ -58,10 +63,19 @@ class Store:
             running.release()
 
     def _evict(self) -> None:
+        """Least recently used first, but the newest entry of each kind (``key[0]`` for tuple keys: a
+        capture, a trace, figures) stays: a long capture is never evicted by the trace built from it."""
         total = sum(n for _, n in self._entries.values())
-        while total > self.budget_bytes and len(self._entries) > 1:
-            _, (_, nbytes) = self._entries.popitem(last=False)
-            total -= nbytes
+        if total <= self.budget_bytes:
+            return
+        newest = {}
+        for key in self._entries:  # oldest to newest: the last one seen of each kind wins
+            newest[_kind(key)] = key
+        keep = set(newest.values())
+        for key in [k for k in self._entries if k not in keep]:
+            if total <= self.budget_bytes:
+                break
+            total -= self._entries.pop(key)[1]
 
     @property
     def nbytes(self) -> int:
