@@ -17,6 +17,7 @@ run: setup
 
 lint: setup
 	.venv/bin/ruff check .
+	.venv/bin/ruff format --check .
 
 
 test: setup-browser lint

@@ -157,7 +157,9 @@ def temperature_sweep(
     temps = np.asarray(temperatures, dtype=float)  # (m,)
     if temps.ndim != 1 or not temps.size or not np.all(np.isfinite(temps) & (temps > 0)):
         raise ValueError(f"temperatures must be positive finite numbers, got {list(np.ravel(temps))}")
-    allowed = torch.ones_like(scores, dtype=torch.bool) if allowed is None else torch.as_tensor(allowed, dtype=torch.bool)
+    allowed = (
+        torch.ones_like(scores, dtype=torch.bool) if allowed is None else torch.as_tensor(allowed, dtype=torch.bool)
+    )
     bias = torch.zeros_like(scores) if bias is None else torch.as_tensor(bias, dtype=torch.float64)
     allowed, bias = allowed.expand_as(scores), bias.expand_as(scores)  # (L, S)
     live = allowed.any(dim=-1)  # (L,) rows with at least one key to attend to

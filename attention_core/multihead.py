@@ -181,6 +181,13 @@ def multi_head_self_attention(
     merged = merge_heads(attention.output)  # (..., L, H*Ev)
     output = merged if weights.w_o is None else project(merged, weights.w_o, weights.b_o)  # (..., L, D)
     return MultiHeadTrace(
-        x=x, q=q, k=k, v=v, attention=attention, merged=merged, output=output, q_unrotated=q_unrotated,
+        x=x,
+        q=q,
+        k=k,
+        v=v,
+        attention=attention,
+        merged=merged,
+        output=output,
+        q_unrotated=q_unrotated,
         k_unrotated=k_unrotated,
     )

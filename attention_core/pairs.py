@@ -109,8 +109,11 @@ def pair_rows(first_tokens, first_weights, second_tokens, second_weights, query:
         b.append(np.nan if (j is None or query_second is None) else float(second_weights[query_second, j]))
     a, b = np.array(a), np.array(b)  # (K,)
     difference = b - a  # NaN unless the key is in both texts
-    changed = 0.5 * (np.nansum(np.abs(difference)) + np.nansum(np.where(np.isnan(b), a, 0.0))
-                     + np.nansum(np.where(np.isnan(a), b, 0.0)))
+    changed = 0.5 * (
+        np.nansum(np.abs(difference))
+        + np.nansum(np.where(np.isnan(b), a, 0.0))
+        + np.nansum(np.where(np.isnan(a), b, 0.0))
+    )
     return PairRows(tuple(labels), a, b, difference, query, query_second, float(changed))
 
 

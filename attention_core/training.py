@@ -490,7 +490,8 @@ def verdict(config: TrainingConfig, runs: tuple[TrainingSnapshot, ...]) -> Verdi
         headline = (
             f"Here the unscaled layer did better{partial} ({losses}). "
             + _saturation(scaled, config)
-            + " " + _saturation(unscaled, config)
+            + " "
+            + _saturation(unscaled, config)
         )
         return Verdict("unscaled_better", headline, reasons)
     if s_steps is None and u_steps is None and min(scaled.final_loss, unscaled.final_loss) > 0.8 * chance:

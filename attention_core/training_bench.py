@@ -44,31 +44,43 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     config = replace(TrainingConfig(), steps=args.steps, d_k=args.d_k)
-    print(f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
-          f"{torch.get_num_threads()} torch thread(s) in the process")
-    print(f"defaults: d_k={config.d_k} init_scale={config.init_scale} lr={config.learning_rate} "
-          f"steps={config.steps} optimizer={config.optimizer} slots={config.num_slots} batch={config.batch_size}")
+    print(
+        f"torch {torch.__version__}, {platform.processor() or platform.machine()}, "
+        f"{torch.get_num_threads()} torch thread(s) in the process"
+    )
+    print(
+        f"defaults: d_k={config.d_k} init_scale={config.init_scale} lr={config.learning_rate} "
+        f"steps={config.steps} optimizer={config.optimizer} slots={config.num_slots} batch={config.batch_size}"
+    )
     print()
-    print(f"{'training threads':>16} | {'both variants s':>15} | {'ms/step/variant':>15} | "
-          f"{'loss scaled':>11} | {'loss unscaled':>13} | verdict")
+    print(
+        f"{'training threads':>16} | {'both variants s':>15} | {'ms/step/variant':>15} | "
+        f"{'loss scaled':>11} | {'loss unscaled':>13} | verdict"
+    )
     for threads in sorted({1, torch.get_num_threads()}):
         seconds, last = time_side_by_side(replace(config, num_threads=threads), args.repeats)
         scaled, unscaled = (summarize(s) for s in last)
         outcome = verdict(config, last).outcome
         per_step = seconds / (2 * config.steps) * 1e3
-        print(f"{threads:>16} | {seconds:>15.2f} | {per_step:>15.2f} | {scaled.final_loss:>11.4f} | "
-              f"{unscaled.final_loss:>13.4f} | {outcome}")
+        print(
+            f"{threads:>16} | {seconds:>15.2f} | {per_step:>15.2f} | {scaled.final_loss:>11.4f} | "
+            f"{unscaled.final_loss:>13.4f} | {outcome}"
+        )
     if args.no_recurrence:
         return
     device = pick_device(args.device)
     report = time_sequence_models((16, 64, 256, 1024), repeats=args.repeats, device=device)
     print()
-    print(f"one layer forward, batch {report.batch_size}, d_model {report.d_model}, on {report.device} (ms, best of "
-          f"{report.repeats})")
+    print(
+        f"one layer forward, batch {report.batch_size}, d_model {report.d_model}, on {report.device} (ms, best of "
+        f"{report.repeats})"
+    )
     print(f"{'n':>6} | {'core attn':>10} | {'fused attn':>10} | {'RNN':>10} | {'GRU':>10}")
     for row in report.rows:
-        print(f"{row.n:>6} | {row.core_attention_ms:>10.3f} | {row.fused_attention_ms:>10.3f} | "
-              f"{row.rnn_ms:>10.3f} | {row.gru_ms:>10.3f}")
+        print(
+            f"{row.n:>6} | {row.core_attention_ms:>10.3f} | {row.fused_attention_ms:>10.3f} | "
+            f"{row.rnn_ms:>10.3f} | {row.gru_ms:>10.3f}"
+        )
     print(timing_summary(report))
 
 

@@ -224,7 +224,9 @@ def test_dot_factors_figure_rows_multiply_and_labels_are_escaped():
 
 def test_cosine_scatter_and_angle_figures():
     dot, cosine = np.arange(6.0).reshape(2, 3), np.linspace(-1, 1, 6).reshape(2, 3)
-    fig = cosine_scatter_figure(dot, cosine, query=1, key_tokens=["x", "y", "<z"], allowed=np.array([[1, 1, 0], [1, 1, 1]]))
+    fig = cosine_scatter_figure(
+        dot, cosine, query=1, key_tokens=["x", "y", "<z"], allowed=np.array([[1, 1, 0], [1, 1, 1]])
+    )
     assert len(fig.data) == 2 and len(fig.data[0].x) == 5 and len(fig.data[1].x) == 3
     np.testing.assert_allclose(fig.data[1].y, dot[1])
     assert all("<z" not in c for c in fig.data[1].customdata)

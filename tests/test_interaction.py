@@ -108,16 +108,25 @@ def test_default_budget_computes_the_full_context():
 
 def test_compare_view_with_more_scratch_heads_than_the_model_says_so():
     at = AppTest.from_file(APP, default_timeout=180)
-    at.query_params.update({"text": "A short text.", "source": "scratch", "heads": "32", "head": "31",
-                            "view": "compare", "max_tokens": "16"})
+    at.query_params.update(
+        {
+            "text": "A short text.",
+            "source": "scratch",
+            "heads": "32",
+            "head": "31",
+            "view": "compare",
+            "max_tokens": "16",
+        }
+    )
     ok(at.run())
     assert any("no counterpart in the model" in info.value for info in at.info)
 
 
 def test_pitfalls_with_every_key_blocked_explains_instead_of_failing():
     at = AppTest.from_file(APP, default_timeout=180)
-    at.query_params.update({"text": "one two three", "mask": "blocked_keys", "blocked": ",".join(map(str, range(8))),
-                            "view": "pitfalls"})
+    at.query_params.update(
+        {"text": "one two three", "mask": "blocked_keys", "blocked": ",".join(map(str, range(8))), "view": "pitfalls"}
+    )
     ok(at.run())
     assert any("Every key is blocked" in info.value for info in at.info)
 

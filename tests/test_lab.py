@@ -74,7 +74,9 @@ def test_head_curve_matches_torch_sdpa_at_every_temperature(with_bias):
     temps = (0.5, 1.0, 3.0, 10.0)
     sweep = lab.head_temperature_curve(head, temps)
     assert sweep.own == 1.0 and set(sweep.marks) == {"√d_k", "this head"}
-    for t, entropy, max_weight in zip(sweep.curve.temperature, sweep.curve.entropy, sweep.curve.max_weight, strict=True):
+    for t, entropy, max_weight in zip(
+        sweep.curve.temperature, sweep.curve.entropy, sweep.curve.max_weight, strict=True
+    ):
         reference = sdpa_weights(head, t, bias)  # (L, S)
         assert entropy == pytest.approx(entropy_np(reference).mean(), abs=1e-9), t
         assert max_weight == pytest.approx(reference.max(axis=-1).mean(), abs=1e-9), t
@@ -154,8 +156,9 @@ def test_sparse_entries_match_closed_forms():
         f"sliding window {w} (causal)": [int(np.minimum(i + 1, w).sum()) for i in rows],
         f"strided {s} (causal)": [int((i // s + 1).sum()) for i in rows],
         # window keys plus the strided keys at distances a*s >= w
-        f"local + strided {w}/{s}": [int((np.minimum(i + 1, w) + np.maximum(0, i // s - math.ceil(w / s) + 1)).sum())
-                                     for i in rows],
+        f"local + strided {w}/{s}": [
+            int((np.minimum(i + 1, w) + np.maximum(0, i // s - math.ceil(w / s) + 1)).sum()) for i in rows
+        ],
     }
     assert list(cost.entries) == list(expected)
     for name, values in expected.items():
@@ -442,7 +445,9 @@ def test_demo_tables_are_the_ones_the_demo_adds():
         table, name = lab.demo_encoding_table(encoding, 6, seed=7)
         assert name == encoding and table.shape == (6, lab.DEMO_D_MODEL)
         demo = lab.permutation_demo(x, encoding, (1, 0, 2, 3, 4, 5), seed=7)
-        plain = lab.permutation_demo(x + torch.as_tensor(table, dtype=torch.float64), "none", (1, 0, 2, 3, 4, 5), seed=7)
+        plain = lab.permutation_demo(
+            x + torch.as_tensor(table, dtype=torch.float64), "none", (1, 0, 2, 3, 4, 5), seed=7
+        )
         assert np.allclose(demo.output, plain.output, atol=1e-6), encoding
     table, name = lab.demo_encoding_table("rotary", 6)
     assert table.shape == (6, lab.DEMO_D_K) and "cos" in name

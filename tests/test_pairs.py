@@ -18,8 +18,13 @@ def test_alignment_by_hand():
     first = ["the", "trophy", "was", "too", "big", "."]
     second = ["the", "trophy", "was", "too", "small", "."]
     assert align_tokens(first, second) == [(0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (5, 5)]  # big/small replaced
-    assert align_tokens(["a", "big", "."], ["a", "very", "small", "."]) == [(0, 0), (1, None), (None, 1), (None, 2),
-                                                                             (2, 3)]
+    assert align_tokens(["a", "big", "."], ["a", "very", "small", "."]) == [
+        (0, 0),
+        (1, None),
+        (None, 1),
+        (None, 2),
+        (2, 3),
+    ]
     assert align_tokens(["a", "b"], ["x", "a", "y", "b"]) == [(None, 0), (0, 1), (None, 2), (1, 3)]
 
 
@@ -59,7 +64,7 @@ def test_figure_shapes():
 def test_at_least_five_classic_pairs():
     assert len(PAIRS) >= 5 and all(len(p) == 4 and p[0] != p[1] for p in PAIRS.values())
     for first, _, _, focus in PAIRS.values():
-        assert find_token(first.replace('.', ' .').split(), focus) is not None
+        assert find_token(first.replace(".", " .").split(), focus) is not None
 
 
 def test_view_picks_a_pair_and_keeps_both_texts_in_the_link():

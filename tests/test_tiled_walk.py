@@ -24,9 +24,18 @@ def head_trace(n: int = 21, *, alibi: bool = False, causal: bool = True) -> Head
     mask = torch.ones(n, n, dtype=torch.bool).tril() if causal else torch.ones(n, n, dtype=torch.bool)
     mh = multi_head_self_attention(x, weights, attn_mask=mask, score_bias=alibi_bias(2, n) if alibi else None)
     a = mh.attention
-    return HeadTrace(q=mh.q[1].numpy(), k=mh.k[1].numpy(), v=mh.v[1].numpy(), scores=a.scores[1].numpy(),
-                     scaled=a.scaled[1].numpy(), masked=a.masked[1].numpy(), weights=a.weights[1].numpy(),
-                     output=a.output[1].numpy(), mask=mask.numpy(), scale=a.scale)
+    return HeadTrace(
+        q=mh.q[1].numpy(),
+        k=mh.k[1].numpy(),
+        v=mh.v[1].numpy(),
+        scores=a.scores[1].numpy(),
+        scaled=a.scaled[1].numpy(),
+        masked=a.masked[1].numpy(),
+        weights=a.weights[1].numpy(),
+        output=a.output[1].numpy(),
+        mask=mask.numpy(),
+        scale=a.scale,
+    )
 
 
 @pytest.mark.parametrize("block", [1, 4, 7, 21, 64])

@@ -246,7 +246,10 @@ def test_verdict_cases_from_hand_made_histories():
     learner = _snapshot(replace(config, scaled=True), [0.01] * 100, [1.0] * 100, [high] * 100)
     stuck = _snapshot(replace(config, scaled=False), [2.7] * 100, [0.06] * 100, [0.0] * 100)
     assert verdict(config, (learner, stuck)).outcome == "scaling_helps"
-    flipped = (replace(stuck, config=replace(config, scaled=True)), replace(learner, config=replace(config, scaled=False)))
+    flipped = (
+        replace(stuck, config=replace(config, scaled=True)),
+        replace(learner, config=replace(config, scaled=False)),
+    )
     assert verdict(config, flipped).outcome == "unscaled_better"
     both_stuck = (replace(stuck, config=replace(config, scaled=True)), stuck)
     assert verdict(config, both_stuck).outcome == "neither_learned"
@@ -254,8 +257,14 @@ def test_verdict_cases_from_hand_made_histories():
     assert verdict(config, (learner, nan)).outcome == "diverged"
     single = verdict(config, (learner,))
     assert single.outcome == "single" and "Only the scaled" in single.headline
-    partial = replace(learner, step=50, losses=learner.losses[:50], accuracies=learner.accuracies[:50],
-                      entropies=learner.entropies[:50], done=False)
+    partial = replace(
+        learner,
+        step=50,
+        losses=learner.losses[:50],
+        accuracies=learner.accuracies[:50],
+        entropies=learner.entropies[:50],
+        done=False,
+    )
     assert "after 50 of 100 steps" in verdict(config, (partial,)).headline
 
 
@@ -301,7 +310,10 @@ def test_path_lengths_match_the_dependency_graphs(n):
 
 def test_path_lengths_literal_values():
     assert path_lengths(1024) == PathLengths(
-        n=1024, attention_sequential_steps=1, attention_longest_path=1, recurrent_sequential_steps=1024,
+        n=1024,
+        attention_sequential_steps=1,
+        attention_longest_path=1,
+        recurrent_sequential_steps=1024,
         recurrent_longest_path=1023,
     )
     columns = path_length_columns([2, 8])
@@ -338,6 +350,10 @@ def test_timing_leaves_the_global_generator_alone():
 )
 def test_training_lab_modules_keep_their_walls(path, forbidden):
     tree = ast.parse((ROOT / path).read_text())
-    imported = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    imported |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    imported = {
+        alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names
+    }
+    imported |= {
+        node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+    }
     assert not imported & forbidden, f"{path} imports {imported & forbidden}"

@@ -38,7 +38,9 @@ def test_head_grid_sends_thumbnails_for_long_inputs():
     weights /= weights.sum(-1, keepdims=True)
     tokens = [f"t{i}" for i in range(n)]
     fig = head_grid(weights, tokens, tokens, mask=np.tril(np.ones((n, n), bool)))
-    panels = [trace for trace in fig.data if trace.name and trace.name.startswith("head ") and "masked" not in trace.name]
+    panels = [
+        trace for trace in fig.data if trace.name and trace.name.startswith("head ") and "masked" not in trace.name
+    ]
     assert len(panels) == heads
     for h, panel in enumerate(panels):
         z = np.asarray(panel.z)

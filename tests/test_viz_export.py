@@ -42,8 +42,22 @@ def make_layer(x: np.ndarray, rng: np.random.Generator, heads: int = 3, d_head: 
     mask = np.tril(np.ones((length, length), dtype=bool))
     masked = np.where(mask, scores * scale, -np.inf)
     weights = softmax(masked)
-    return LayerTrace(q=q, k=k, v=v, scores=scores, scaled=scores * scale, masked=masked, weights=weights,
-                      output=weights @ v, mask=mask, scale=scale, x=x, w_q=w_q, w_k=w_k, w_v=w_v)
+    return LayerTrace(
+        q=q,
+        k=k,
+        v=v,
+        scores=scores,
+        scaled=scores * scale,
+        masked=masked,
+        weights=weights,
+        output=weights @ v,
+        mask=mask,
+        scale=scale,
+        x=x,
+        w_q=w_q,
+        w_k=w_k,
+        w_v=w_v,
+    )
 
 
 def make_trace(*, with_model: bool = True) -> ModelTrace:
@@ -53,12 +67,30 @@ def make_trace(*, with_model: bool = True) -> ModelTrace:
     model = make_layer(x, np.random.default_rng(1))
     attentions = np.stack([make_layer(rng.normal(size=x.shape), rng).weights for _ in range(2)])  # (2, H, L, L)
     attentions[1] = model.weights
-    facts = ModelFacts(name="hand-made", family="scratch", num_layers=2, num_heads=3, num_kv_heads=3, d_model=8,
-                       d_head=4, positional="none", causal=True, max_positions=64, num_parameters=0)
+    facts = ModelFacts(
+        name="hand-made",
+        family="scratch",
+        num_layers=2,
+        num_heads=3,
+        num_kv_heads=3,
+        d_model=8,
+        d_head=4,
+        positional="none",
+        causal=True,
+        max_positions=64,
+        num_parameters=0,
+    )
     return ModelTrace(
-        tokens=TOKENS, token_ids=tuple(range(len(TOKENS))), offsets=tuple((i, i + 1) for i in range(len(TOKENS))),
-        core=core, model=model if with_model else None, model_attentions=attentions if with_model else None,
-        replay=(ReplayDiff(1, 0.0, 0.0),), facts=facts, layer=1, head=2,
+        tokens=TOKENS,
+        token_ids=tuple(range(len(TOKENS))),
+        offsets=tuple((i, i + 1) for i in range(len(TOKENS))),
+        core=core,
+        model=model if with_model else None,
+        model_attentions=attentions if with_model else None,
+        replay=(ReplayDiff(1, 0.0, 0.0),),
+        facts=facts,
+        layer=1,
+        head=2,
     )
 
 
@@ -180,8 +212,25 @@ def test_cli_builds_the_request_and_exports(tmp_path, monkeypatch):
     settings = tmp_path / "settings.json"
     settings.write_text(json.dumps({"mask": "causal", "layer": 5}), encoding="utf-8")
     assert load_settings('{"mask": "none"}') == {"mask": "none"}
-    code = main(["export", "--text", "a b", "--layer", "1", "--head", "2", "--settings", str(settings),
-                 "--out", str(tmp_path / "out"), "--format", "csv", "--view", "compare"])
+    code = main(
+        [
+            "export",
+            "--text",
+            "a b",
+            "--layer",
+            "1",
+            "--head",
+            "2",
+            "--settings",
+            str(settings),
+            "--out",
+            str(tmp_path / "out"),
+            "--format",
+            "csv",
+            "--view",
+            "compare",
+        ]
+    )
     assert code == 0
     assert seen["request"] == TraceRequest(text="a b", model="minilm", layer=1, head=2, mask="causal")
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text(encoding="utf-8"))

@@ -69,8 +69,9 @@ def head():
     scaled = scores / 2
     mask = causal(n)
     masked = np.where(mask, scaled, -np.inf)
-    return dict(scores=scores, scaled=scaled, masked=masked, weights=softmax(masked), mask=mask,
-                v=rng.normal(size=(n, 4)))
+    return dict(
+        scores=scores, scaled=scaled, masked=masked, weights=softmax(masked), mask=mask, v=rng.normal(size=(n, 4))
+    )
 
 
 def test_attention_heatmap_data_mask_and_row_sums(head):
@@ -168,14 +169,24 @@ def test_head_grid_and_overview():
 
 def test_query_step_figure(head):
     i = 4
-    fig = query_step_figure(head["scores"][i], head["scaled"][i], head["weights"][i], head["v"], TOKENS,
-                            query_token=TOKENS[i], query_index=i, mask_row=head["mask"][i])
+    fig = query_step_figure(
+        head["scores"][i],
+        head["scaled"][i],
+        head["weights"][i],
+        head["v"],
+        TOKENS,
+        query_token=TOKENS[i],
+        query_index=i,
+        mask_row=head["mask"][i],
+    )
     assert np.array_equal(np.asarray(trace_named(fig, "q·k").y, float), head["scores"][i])
     assert np.array_equal(np.asarray(trace_named(fig, "scaled").y, float), head["scaled"][i])
     weights = np.asarray(trace_named(fig, "weight").y, float)
     assert np.array_equal(weights[head["mask"][i]], head["weights"][i][head["mask"][i]])
     contributions = z_of(trace_named(fig, "contributions"))
-    assert np.allclose(contributions[:, head["mask"][i]], (head["weights"][i][:, None] * head["v"]).T[:, head["mask"][i]])
+    assert np.allclose(
+        contributions[:, head["mask"][i]], (head["weights"][i][:, None] * head["v"]).T[:, head["mask"][i]]
+    )
     assert np.allclose(z_of(trace_named(fig, "output"))[:, 0], head["weights"][i] @ head["v"])
     assert list(trace_named(fig, "masked").x) == [5]
     assert "␣the" in fig.layout.title.text
@@ -253,7 +264,10 @@ def test_positional_figures():
     [
         (lambda: attention_heatmap(np.ones((3, 4)), ["a"] * 3, ["b"] * 3), r"\(3, 4\)"),
         (lambda: attention_heatmap(np.ones((3, 4, 1)), ["a"] * 3, ["b"] * 4), r"\(3, 4, 1\)"),
-        (lambda: score_heatmap(np.ones((3, 3)), ["a"] * 3, ["b"] * 3, mask=np.ones((2, 2), bool)), r"\(2, 2\).*\(3, 3\)"),
+        (
+            lambda: score_heatmap(np.ones((3, 3)), ["a"] * 3, ["b"] * 3, mask=np.ones((2, 2), bool)),
+            r"\(2, 2\).*\(3, 3\)",
+        ),
         (lambda: head_grid(np.ones((3, 3)), ["a"] * 3, ["a"] * 3), r"\(3, 3\)"),
         (lambda: token_matrix_heatmap(np.ones((4, 2)), ["a"] * 3), r"\(4, 2\)"),
         (lambda: matrix_heatmap(np.ones(5)), r"\(5,\)"),

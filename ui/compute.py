@@ -137,8 +137,17 @@ def capture_bytes(cap) -> int:
 
 def trace_bytes(trace) -> int:
     """What a trace owns (the model's weights and ``model_attentions`` are views of the capture's buffer)."""
-    own = [trace.core.scores, trace.core.scaled, trace.core.masked, trace.core.weights, trace.core.q, trace.core.k,
-           trace.core.v, trace.core.output, trace.core.x]
+    own = [
+        trace.core.scores,
+        trace.core.scaled,
+        trace.core.masked,
+        trace.core.weights,
+        trace.core.q,
+        trace.core.k,
+        trace.core.v,
+        trace.core.output,
+        trace.core.x,
+    ]
     if trace.model is not None:
         own += [trace.model.q, trace.model.k, trace.model.v]  # repeated key/value heads are copies
     return _nbytes(*own)
@@ -212,7 +221,9 @@ def replay_for(request: TraceRequest):
         return pipeline.replay_summary(cap)
 
 
-SYNC_REPLAY_CELLS = 6 * 12 * 128**2  # replay every layer in the script up to MiniLM at 128 tokens; above, in the background
+SYNC_REPLAY_CELLS = (
+    6 * 12 * 128**2
+)  # replay every layer in the script up to MiniLM at 128 tokens; above, in the background
 _REPLAY_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attention-lens-replay")
 _REPLAY_RUNNING: set[tuple] = set()
 _REPLAY_LOCK = threading.Lock()

@@ -83,8 +83,15 @@ def run_export(args: argparse.Namespace) -> int:
     request = TraceRequest(**fields)
     trace = run_trace(request)
     manifest = export_trace(
-        trace, args.out, formats, view=views, theme=args.theme, head=args.head, query=args.query,
-        statistic=args.statistic, settings=dataclasses.asdict(request),
+        trace,
+        args.out,
+        formats,
+        view=views,
+        theme=args.theme,
+        head=args.head,
+        query=args.query,
+        statistic=args.statistic,
+        settings=dataclasses.asdict(request),
     )
     for warning in manifest["warnings"]:
         print(f"warning: {warning}", file=sys.stderr)

@@ -62,25 +62,52 @@ def compare_figure(
     block = 1
     if max(core.shape) > COMPARE_DISPLAY_MAX:  # three panels side by side: display copies at about their pixels
         for col, (values, name) in enumerate(((core, "core"), (model, "model")), start=1):
-            block = add_block_matrix(fig, values, row=1, col=col, mask=mask, max_side=COMPARE_DISPLAY_MAX,
-                                     value_name="weight", name=name)
-        add_block_matrix(fig, difference, row=1, col=3, mask=mask, max_side=COMPARE_DISPLAY_MAX, how="extreme",
-                         value_name="difference", name="difference", coloraxis="coloraxis2")
+            block = add_block_matrix(
+                fig, values, row=1, col=col, mask=mask, max_side=COMPARE_DISPLAY_MAX, value_name="weight", name=name
+            )
+        add_block_matrix(
+            fig,
+            difference,
+            row=1,
+            col=3,
+            mask=mask,
+            max_side=COMPARE_DISPLAY_MAX,
+            how="extreme",
+            value_name="difference",
+            name="difference",
+            coloraxis="coloraxis2",
+        )
     else:
         common = dict(row_tokens=query_tokens, col_tokens=key_tokens, mask=mask)
-        add_matrix(fig, core, row=1, col=1, value_name="weight", name="core", blocked_text="0", show_values=show,
-                   **common)
+        add_matrix(
+            fig, core, row=1, col=1, value_name="weight", name="core", blocked_text="0", show_values=show, **common
+        )
         add_matrix(
             fig, model, row=1, col=2, value_name="weight", name="model", blocked_text="0", show_values=show, **common
         )
         add_matrix(
-            fig, difference, row=1, col=3, value_name="difference", name="difference", coloraxis="coloraxis2",
-            show_values=False, **common,
+            fig,
+            difference,
+            row=1,
+            col=3,
+            value_name="difference",
+            name="difference",
+            coloraxis="coloraxis2",
+            show_values=False,
+            **common,
         )
     for col in (1, 2, 3):
         style_axis(fig, "x", core.shape[1], tokens=key_tokens, title="key", row=1, col=col, max_ticks=PANEL_TICKS_MAX)
-        style_axis(fig, "y", core.shape[0], tokens=query_tokens, title="query" if col == 1 else None, row=1, col=col,
-                   show_ticks=col == 1)
+        style_axis(
+            fig,
+            "y",
+            core.shape[0],
+            tokens=query_tokens,
+            title="query" if col == 1 else None,
+            row=1,
+            col=col,
+            show_ticks=col == 1,
+        )
     bound = worst if worst > 0 else 1e-12
     weight_axis = colour_axis("sequential", title="weight", zmin=0.0, zmax=1.0)
     right_of_model = fig.layout.xaxis2.domain[1] + 0.01
@@ -90,10 +117,15 @@ def compare_figure(
     diff_axis["colorbar"].update(x=1.01, xanchor="left", len=0.8, thickness=12, exponentformat="e", title_side="top")
     head_text = "" if head is None else f", head {head}"
     fig.update_layout(
-        title_text=title if title is not None
+        title_text=title
+        if title is not None
         else f"Own core vs real model{head_text}:  max |difference| = {worst:.2e}"
-        + (f"<br><sup>{block}×{block} blocks: mean weight; difference: the largest |core − model| of each block "
-           "(exact values: CSV)</sup>" if block > 1 else ""),
+        + (
+            f"<br><sup>{block}×{block} blocks: mean weight; difference: the largest |core − model| of each block "
+            "(exact values: CSV)</sup>"
+            if block > 1
+            else ""
+        ),
         coloraxis=weight_axis,
         coloraxis2=diff_axis,
     )

@@ -47,7 +47,7 @@ _server_started = False
 
 
 def parse_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
-    """"png,svg" or ["png", "svg"] -> ("png", "svg"); ValueError for an unknown format."""
+    """ "png,svg" or ["png", "svg"] -> ("png", "svg"); ValueError for an unknown format."""
     items = formats.split(",") if isinstance(formats, str) else list(formats)
     chosen = tuple(dict.fromkeys(item.strip().lower() for item in items if item.strip()))
     unknown = [item for item in chosen if item not in FORMATS]
@@ -57,7 +57,7 @@ def parse_formats(formats: str | Iterable[str]) -> tuple[str, ...]:
 
 
 def parse_views(view: str | Iterable[str]) -> tuple[str, ...]:
-    """"all", "heads" or "derivation,query" -> a tuple of view names; ValueError for an unknown view."""
+    """ "all", "heads" or "derivation,query" -> a tuple of view names; ValueError for an unknown view."""
     items = view.split(",") if isinstance(view, str) else list(view)
     chosen: list[str] = []
     for item in (i.strip() for i in items if i.strip()):
@@ -246,7 +246,9 @@ def export_trace(
         if "html" in chosen_formats:
             path = out / f"{name}.html"
             fig.write_html(
-                path, include_plotlyjs="directory", full_html=True,
+                path,
+                include_plotlyjs="directory",
+                full_html=True,
                 config={"displaylogo": False, "responsive": True},
             )
             record(path, "figure", name)
@@ -299,8 +301,17 @@ def export_zip(
 ) -> bytes:
     """``export_trace`` into a temporary folder, returned as the bytes of a zip (for a download button)."""
     with tempfile.TemporaryDirectory(prefix="attention-lens-") as folder:
-        export_trace(trace, folder, formats, view=view, theme=theme, head=head, query=query, statistic=statistic,
-                     settings=settings)
+        export_trace(
+            trace,
+            folder,
+            formats,
+            view=view,
+            theme=theme,
+            head=head,
+            query=query,
+            statistic=statistic,
+            settings=settings,
+        )
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
             for path in sorted(Path(folder).iterdir()):

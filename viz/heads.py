@@ -60,7 +60,10 @@ def head_grid(
     grid_rows, grid_cols = grid_shape(heads, columns)
     titles = [f"<b>head {h}</b>" if h == selected else f"head {h}" for h in range(heads)]
     fig = make_subplots(
-        rows=grid_rows, cols=grid_cols, subplot_titles=titles, horizontal_spacing=0.02 + 0.04 / grid_cols,
+        rows=grid_rows,
+        cols=grid_cols,
+        subplot_titles=titles,
+        horizontal_spacing=0.02 + 0.04 / grid_cols,
         vertical_spacing=min(0.12, 0.35 / grid_rows),
     )
     ticks = max(rows, cols) <= GRID_TICKS_MAX
@@ -69,23 +72,61 @@ def head_grid(
     for h in range(heads):
         r, c = divmod(h, grid_cols)
         if thumbnails:  # more cells than a panel has pixels: send a display copy, not H full matrices
-            block = add_block_matrix(fig, weights[h], row=r + 1, col=c + 1, mask=mask, max_side=GRID_DISPLAY_MAX,
-                                     value_name="weight", name=f"head {h}")
+            block = add_block_matrix(
+                fig,
+                weights[h],
+                row=r + 1,
+                col=c + 1,
+                mask=mask,
+                max_side=GRID_DISPLAY_MAX,
+                value_name="weight",
+                name=f"head {h}",
+            )
         else:
             add_matrix(
-                fig, weights[h], row=r + 1, col=c + 1, mask=mask, row_tokens=query_tokens, col_tokens=key_tokens,
-                value_name="weight", name=f"head {h}", blocked_text="0", show_values=False,
+                fig,
+                weights[h],
+                row=r + 1,
+                col=c + 1,
+                mask=mask,
+                row_tokens=query_tokens,
+                col_tokens=key_tokens,
+                value_name="weight",
+                name=f"head {h}",
+                blocked_text="0",
+                show_values=False,
             )
-        style_axis(fig, "y", rows, tokens=query_tokens, row=r + 1, col=c + 1, show_ticks=ticks and c == 0,
-                   title="query" if c == 0 and r == grid_rows - 1 else None)
+        style_axis(
+            fig,
+            "y",
+            rows,
+            tokens=query_tokens,
+            row=r + 1,
+            col=c + 1,
+            show_ticks=ticks and c == 0,
+            title="query" if c == 0 and r == grid_rows - 1 else None,
+        )
         last_in_column = h + grid_cols >= heads
-        style_axis(fig, "x", cols, tokens=key_tokens, row=r + 1, col=c + 1, show_ticks=ticks and last_in_column,
-                   title="key" if last_in_column and c == 0 else None)
+        style_axis(
+            fig,
+            "x",
+            cols,
+            tokens=key_tokens,
+            row=r + 1,
+            col=c + 1,
+            show_ticks=ticks and last_in_column,
+            title="key" if last_in_column and c == 0 else None,
+        )
     layer_text = "" if layer is None else f"layer {layer}: "
     fig.update_layout(
-        title_text=title if title is not None else f"{layer_text}all {heads} heads   ({rows} queries × {cols} keys)"
-        + (f"<br><sup>each cell: the mean of a {block}×{block} block (exact values: one head's views and CSV)</sup>"
-           if block > 1 else ""),
+        title_text=title
+        if title is not None
+        else f"{layer_text}all {heads} heads   ({rows} queries × {cols} keys)"
+        + (
+            f"<br><sup>each cell: the mean of a {block}×{block} block (exact values: one head's views and CSV)</sup>"
+            if block > 1
+            else ""
+        ),
         coloraxis=colour_axis("sequential", title="weight", zmin=0.0, zmax=1.0),
         height=140 + PANEL_HEIGHT * grid_rows,
     )
@@ -126,8 +167,15 @@ def statistic_overview(
     layers, heads = values.shape
     fig = go.Figure()
     add_matrix(
-        fig, values, row_name="layer", col_name="head", value_name=STATISTICS[statistic], name="overview",
-        show_values=wants_values(values.shape, show_values) and heads <= 16, value_format=".2f", blocked_text="",
+        fig,
+        values,
+        row_name="layer",
+        col_name="head",
+        value_name=STATISTICS[statistic],
+        name="overview",
+        show_values=wants_values(values.shape, show_values) and heads <= 16,
+        value_format=".2f",
+        blocked_text="",
     )
     style_axis(fig, "y", layers, title="layer")
     style_axis(fig, "x", heads, title="head")
@@ -137,7 +185,11 @@ def statistic_overview(
     if selected is not None:
         layer, head = selected
         fig.add_shape(
-            type="rect", x0=head - 0.5, x1=head + 0.5, y0=layer - 0.5, y1=layer + 0.5,
+            type="rect",
+            x0=head - 0.5,
+            x1=head + 0.5,
+            y0=layer - 0.5,
+            y1=layer + 0.5,
             line=dict(color="#D55E00", width=3),
         )
     axis = colour_axis(SEQUENTIAL_OTHER, title=SHORT_NAMES[statistic])

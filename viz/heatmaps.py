@@ -186,8 +186,17 @@ def block_extremes(values: np.ndarray, mask: np.ndarray | None, max_side: int) -
 
 
 def add_block_matrix(
-    fig: go.Figure, values: np.ndarray, *, row: int, col: int, mask: np.ndarray | None, max_side: int,
-    coloraxis: str = "coloraxis", value_name: str = "value", name: str = "matrix", how: str = "mean",
+    fig: go.Figure,
+    values: np.ndarray,
+    *,
+    row: int,
+    col: int,
+    mask: np.ndarray | None,
+    max_side: int,
+    coloraxis: str = "coloraxis",
+    value_name: str = "value",
+    name: str = "matrix",
+    how: str = "mean",
 ) -> int:
     """Like ``add_matrix`` for a thumbnail: ``block_means`` (or ``block_extremes`` with how="extreme")
     drawn on the full matrix's integer axes (a block spans b rows and b columns), hover names the
@@ -199,19 +208,34 @@ def add_block_matrix(
     centres_c = np.arange(means.shape[1]) * block + (block - 1) / 2
     fig.add_trace(
         go.Heatmap(
-            z=means.astype(np.float32), x=centres_c, y=centres_r, coloraxis=coloraxis, name=name, xgap=0, ygap=0,
+            z=means.astype(np.float32),
+            x=centres_c,
+            y=centres_r,
+            coloraxis=coloraxis,
+            name=name,
+            xgap=0,
+            ygap=0,
             hovertemplate=f"queries ≈ %{{y:.0f}} ± {block / 2:g}, keys ≈ %{{x:.0f}} ± {block / 2:g}"
             f"<br>{what} {value_name} of the {block}×{block} block %{{z:.4g}}<extra></extra>",
         ),
-        row=row, col=col,
+        row=row,
+        col=col,
     )
     if empty.any():
         fig.add_trace(
             go.Heatmap(
-                z=empty.astype(np.uint8), x=centres_c, y=centres_r, colorscale=_TRANSPARENT_GREY, zmin=0, zmax=1,
-                showscale=False, hoverinfo="skip", name=f"{name} masked",
+                z=empty.astype(np.uint8),
+                x=centres_c,
+                y=centres_r,
+                colorscale=_TRANSPARENT_GREY,
+                zmin=0,
+                zmax=1,
+                showscale=False,
+                hoverinfo="skip",
+                name=f"{name} masked",
             ),
-            row=row, col=col,
+            row=row,
+            col=col,
         )
     return block
 
@@ -247,8 +271,15 @@ def mask_overlay(blocked: np.ndarray, *, name: str = "masked") -> go.Scatter | g
     if len(rectangles) > MASK_RECTANGLES_MAX:
         rows, cols = blocked.shape
         return go.Heatmap(
-            z=blocked.astype(np.uint8), x=np.arange(cols), y=np.arange(rows), colorscale=_TRANSPARENT_GREY, zmin=0,
-            zmax=1, showscale=False, hoverinfo="skip", name=name,
+            z=blocked.astype(np.uint8),
+            x=np.arange(cols),
+            y=np.arange(rows),
+            colorscale=_TRANSPARENT_GREY,
+            zmin=0,
+            zmax=1,
+            showscale=False,
+            hoverinfo="skip",
+            name=name,
         )
     corners = np.empty((len(rectangles), 6, 2), dtype=np.float32)  # 5 corners + a NaN gap per rectangle
     for k, (r0, r1, c0, c1) in enumerate(rectangles):
@@ -256,18 +287,34 @@ def mask_overlay(blocked: np.ndarray, *, name: str = "masked") -> go.Scatter | g
         corners[k] = [[x0, y0], [x1, y0], [x1, y1], [x0, y1], [x0, y0], [np.nan, np.nan]]
     points = corners.reshape(-1, 2)
     return go.Scatter(
-        x=points[:, 0], y=points[:, 1], mode="lines", fill="toself", fillcolor=MASK_COLOUR,
-        line=dict(color=MASK_COLOUR, width=0.5), hoveron="fills", hoverinfo="name", name=name, showlegend=False,
+        x=points[:, 0],
+        y=points[:, 1],
+        mode="lines",
+        fill="toself",
+        fillcolor=MASK_COLOUR,
+        line=dict(color=MASK_COLOUR, width=0.5),
+        hoveron="fills",
+        hoverinfo="name",
+        name=name,
+        showlegend=False,
     )
 
 
 def mask_text(values: np.ndarray, blocked: np.ndarray, blocked_text: str | None, *, name: str) -> go.Scatter:
     """White text on blocked cells: ``blocked_text``, or what the value was ("−∞", "+∞", "NaN", or the fill)."""
     rows, cols = np.nonzero(blocked)
-    texts = [blocked_text if blocked_text is not None else _format_blocked(values[i, j]) for i, j in zip(rows, cols,
-                                                                                                          strict=True)]
+    texts = [
+        blocked_text if blocked_text is not None else _format_blocked(values[i, j])
+        for i, j in zip(rows, cols, strict=True)
+    ]
     return go.Scatter(
-        x=cols, y=rows, mode="text", text=texts, textfont=dict(color="white"), hoverinfo="skip", name=name,
+        x=cols,
+        y=rows,
+        mode="text",
+        text=texts,
+        textfont=dict(color="white"),
+        hoverinfo="skip",
+        name=name,
         showlegend=False,
     )
 
@@ -373,9 +420,17 @@ def matrix_heatmap(
     mask = as_mask("mask", mask, values.shape)
     fig = go.Figure()
     add_matrix(
-        fig, values, mask=mask, show_values=wants_values(values.shape, show_values), value_format=value_format,
-        blocked_text=blocked_text, row_tokens=row_tokens, col_tokens=col_tokens, row_name=row_title,
-        col_name=col_title, value_name=value_name,
+        fig,
+        values,
+        mask=mask,
+        show_values=wants_values(values.shape, show_values),
+        value_format=value_format,
+        blocked_text=blocked_text,
+        row_tokens=row_tokens,
+        col_tokens=col_tokens,
+        row_name=row_title,
+        col_name=col_title,
+        value_name=value_name,
     )
     style_axis(fig, "y", values.shape[0], tokens=row_tokens, title=row_title)
     style_axis(fig, "x", values.shape[1], tokens=col_tokens, title=col_title)
@@ -402,8 +457,16 @@ def token_matrix_heatmap(
     if title is None:
         title = f"{name}   ({n} tokens × {d} dims)"
     return matrix_heatmap(
-        values, tokens, None, title=title, row_title="token", col_title="dimension", scale="diverging",
-        show_values=show_values, value_name="value", theme=theme,
+        values,
+        tokens,
+        None,
+        title=title,
+        row_title="token",
+        col_title="dimension",
+        scale="diverging",
+        show_values=show_values,
+        value_name="value",
+        theme=theme,
     )
 
 
@@ -421,8 +484,16 @@ def weight_matrix_heatmap(
     if title is None:
         title = f"{name}   (d_model {d_model} × d_head {d_head})"
     return matrix_heatmap(
-        values, None, None, title=title, row_title="d_model dimension", col_title="head dimension",
-        scale="diverging", show_values=show_values, value_name="weight", theme=theme,
+        values,
+        None,
+        None,
+        title=title,
+        row_title="d_model dimension",
+        col_title="head dimension",
+        scale="diverging",
+        show_values=show_values,
+        value_name="weight",
+        theme=theme,
     )
 
 

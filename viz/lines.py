@@ -74,8 +74,14 @@ def attention_lines(
             texts += [text, text, None]
         fig.add_trace(
             go.Scatter(
-                x=xs, y=ys, mode="lines", line=dict(color=LINE_COLOUR, width=3), opacity=step / OPACITY_STEPS,
-                name=f"lines α≈{step / OPACITY_STEPS:.2f}", text=texts, hovertemplate="%{text}<extra></extra>",
+                x=xs,
+                y=ys,
+                mode="lines",
+                line=dict(color=LINE_COLOUR, width=3),
+                opacity=step / OPACITY_STEPS,
+                name=f"lines α≈{step / OPACITY_STEPS:.2f}",
+                text=texts,
+                hovertemplate="%{text}<extra></extra>",
                 showlegend=False,
             )
         )
@@ -89,26 +95,41 @@ def attention_lines(
     shown_right = list(range(0, cols, step_right))
     fig.add_trace(
         go.Scatter(
-            x=[0.0] * len(shown_left), y=shown_left, mode="text", text=[labels_left[i] for i in shown_left],
-            textposition="middle left", name="queries", hoverinfo="skip", showlegend=False,
+            x=[0.0] * len(shown_left),
+            y=shown_left,
+            mode="text",
+            text=[labels_left[i] for i in shown_left],
+            textposition="middle left",
+            name="queries",
+            hoverinfo="skip",
+            showlegend=False,
         )
     )
     fig.add_trace(
         go.Scatter(
-            x=[1.0] * len(shown_right), y=shown_right, mode="text", text=[labels_right[j] for j in shown_right],
-            textposition="middle right", name="keys", hoverinfo="skip", showlegend=False,
+            x=[1.0] * len(shown_right),
+            y=shown_right,
+            mode="text",
+            text=[labels_right[j] for j in shown_right],
+            textposition="middle right",
+            name="keys",
+            hoverinfo="skip",
+            showlegend=False,
         )
     )
     longest = max(rows, cols)
     fig.update_xaxes(range=[-0.55, 1.55], visible=False, fixedrange=True)
     fig.update_yaxes(range=[longest - 0.5, -0.5], visible=False)
-    fig.add_annotation(x=0.0, y=-0.5, xref="x", yref="y", text="<b>query</b>", showarrow=False, yanchor="bottom",
-                       xanchor="right")
-    fig.add_annotation(x=1.0, y=-0.5, xref="x", yref="y", text="<b>key</b>", showarrow=False, yanchor="bottom",
-                       xanchor="left")
+    fig.add_annotation(
+        x=0.0, y=-0.5, xref="x", yref="y", text="<b>query</b>", showarrow=False, yanchor="bottom", xanchor="right"
+    )
+    fig.add_annotation(
+        x=1.0, y=-0.5, xref="x", yref="y", text="<b>key</b>", showarrow=False, yanchor="bottom", xanchor="left"
+    )
     which = "" if query is None else f" from query {query}"
     fig.update_layout(
-        title_text=title if title is not None
+        title_text=title
+        if title is not None
         else f"Attention lines{which}  (weight ≥ {threshold:g}; opacity = weight)",
         height=max(420, 150 + ROW_HEIGHT * min(longest, LABELS_MAX)),
         hovermode="closest",

@@ -24,19 +24,40 @@ def pair_figure(rows, *, query_label: str, names: tuple[str, str] = ("text 1", "
         raise ValueError(f"labels {len(labels)}, rows {first.shape}, {second.shape}, {difference.shape} differ")
     x = np.arange(len(labels))
     ticks = tick_labels(labels)
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[0.62, 0.38],
-                        subplot_titles=("attention weight of the query on each key", f"{names[1]} − {names[0]}"))
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.08,
+        row_heights=[0.62, 0.38],
+        subplot_titles=("attention weight of the query on each key", f"{names[1]} − {names[0]}"),
+    )
     for values, name, colour in ((first, names[0], LINE_COLOURS[0]), (second, names[1], LINE_COLOURS[1])):
         fig.add_trace(
-            go.Bar(x=x, y=values, name=name, marker_color=colour, customdata=ticks,
-                   hovertemplate=f"{escape_label(name)}<br>key %{{customdata}}<br>weight %{{y:.4f}}<extra></extra>"),
-            row=1, col=1,
+            go.Bar(
+                x=x,
+                y=values,
+                name=name,
+                marker_color=colour,
+                customdata=ticks,
+                hovertemplate=f"{escape_label(name)}<br>key %{{customdata}}<br>weight %{{y:.4f}}<extra></extra>",
+            ),
+            row=1,
+            col=1,
         )
     colours = np.where(np.nan_to_num(difference) >= 0, LINE_COLOURS[1], LINE_COLOURS[0])
     fig.add_trace(
-        go.Bar(x=x, y=difference, name="difference", marker_color=list(colours), showlegend=False, customdata=ticks,
-               hovertemplate="key %{customdata}<br>change %{y:+.4f}<extra></extra>"),
-        row=2, col=1,
+        go.Bar(
+            x=x,
+            y=difference,
+            name="difference",
+            marker_color=list(colours),
+            showlegend=False,
+            customdata=ticks,
+            hovertemplate="key %{customdata}<br>change %{y:+.4f}<extra></extra>",
+        ),
+        row=2,
+        col=1,
     )
     fig.update_xaxes(tickmode="array", tickvals=list(x), ticktext=ticks, tickangle=-45, row=2, col=1)
     fig.update_yaxes(range=[0, 1], title_text="weight", row=1, col=1)

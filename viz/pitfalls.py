@@ -63,14 +63,44 @@ def variance_figure(d_k, var_unscaled, var_scaled, *, title: str | None = None, 
     var_unscaled = _series("var_unscaled", var_unscaled, d_k, "d_k")
     var_scaled = _series("var_scaled", var_scaled, d_k, "d_k")
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=d_k, y=d_k, mode="lines", name="theory: d<sub>k</sub>",
-                             line=dict(color=UNSCALED_COLOUR, dash="dash", width=2)))
-    fig.add_trace(go.Scatter(x=d_k, y=np.ones_like(d_k), mode="lines", name="theory: 1",
-                             line=dict(color=SCALED_COLOUR, dash="dash", width=2)))
-    fig.add_trace(go.Scatter(x=d_k, y=var_unscaled, mode="lines+markers", name="unscaled q·k",
-                             line=dict(color=UNSCALED_COLOUR, width=3), marker=dict(size=9)))
-    fig.add_trace(go.Scatter(x=d_k, y=var_scaled, mode="lines+markers", name="scaled q·k / √d<sub>k</sub>",
-                             line=dict(color=SCALED_COLOUR, width=3), marker=dict(size=9, symbol="square")))
+    fig.add_trace(
+        go.Scatter(
+            x=d_k,
+            y=d_k,
+            mode="lines",
+            name="theory: d<sub>k</sub>",
+            line=dict(color=UNSCALED_COLOUR, dash="dash", width=2),
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=d_k,
+            y=np.ones_like(d_k),
+            mode="lines",
+            name="theory: 1",
+            line=dict(color=SCALED_COLOUR, dash="dash", width=2),
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=d_k,
+            y=var_unscaled,
+            mode="lines+markers",
+            name="unscaled q·k",
+            line=dict(color=UNSCALED_COLOUR, width=3),
+            marker=dict(size=9),
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=d_k,
+            y=var_scaled,
+            mode="lines+markers",
+            name="scaled q·k / √d<sub>k</sub>",
+            line=dict(color=SCALED_COLOUR, width=3),
+            marker=dict(size=9, symbol="square"),
+        )
+    )
     fig.update_xaxes(type="log", title_text="d<sub>k</sub>  (key dimension)", **_x_ticks(d_k))
     all_values = np.concatenate([d_k, var_unscaled, var_scaled, [1.0]])
     fig.update_yaxes(title_text="variance of the score", **_log_axis(all_values))
@@ -106,19 +136,50 @@ def saturation_figure(
     entropy_scaled = _series("entropy_scaled", entropy_scaled, x, "x")
     grad_unscaled = _series("grad_unscaled", grad_unscaled, x, "x")
     grad_scaled = _series("grad_scaled", grad_scaled, x, "x")
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
-                        subplot_titles=("softmax entropy (low = saturated)", "gradient norm through softmax"))
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.12,
+        subplot_titles=("softmax entropy (low = saturated)", "gradient norm through softmax"),
+    )
     for col, (unscaled, scaled) in enumerate(((entropy_unscaled, entropy_scaled), (grad_unscaled, grad_scaled)), 1):
-        fig.add_trace(go.Scatter(x=x, y=unscaled, mode="lines+markers", name="unscaled", legendgroup="unscaled",
-                                 showlegend=col == 1, line=dict(color=UNSCALED_COLOUR, width=3), marker=dict(size=8)),
-                      row=1, col=col)
-        fig.add_trace(go.Scatter(x=x, y=scaled, mode="lines+markers", name="scaled by 1/√d<sub>k</sub>",
-                                 legendgroup="scaled", showlegend=col == 1, line=dict(color=SCALED_COLOUR, width=3),
-                                 marker=dict(size=8, symbol="square")),
-                      row=1, col=col)
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=unscaled,
+                mode="lines+markers",
+                name="unscaled",
+                legendgroup="unscaled",
+                showlegend=col == 1,
+                line=dict(color=UNSCALED_COLOUR, width=3),
+                marker=dict(size=8),
+            ),
+            row=1,
+            col=col,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=scaled,
+                mode="lines+markers",
+                name="scaled by 1/√d<sub>k</sub>",
+                legendgroup="scaled",
+                showlegend=col == 1,
+                line=dict(color=SCALED_COLOUR, width=3),
+                marker=dict(size=8, symbol="square"),
+            ),
+            row=1,
+            col=col,
+        )
     if max_entropy is not None:
-        fig.add_hline(y=max_entropy, line=dict(color=THEORY_COLOUR, dash="dot"), row=1, col=1,
-                      annotation_text="uniform", annotation_position="bottom right")
+        fig.add_hline(
+            y=max_entropy,
+            line=dict(color=THEORY_COLOUR, dash="dot"),
+            row=1,
+            col=1,
+            annotation_text="uniform",
+            annotation_position="bottom right",
+        )
     fig.update_xaxes(type="log" if log_x else "linear", title_text=x_title, **_x_ticks(x))
     fig.update_yaxes(title_text="entropy (nats)", rangemode="tozero", row=1, col=1)
     gradient_axis = _log_axis(np.concatenate([grad_unscaled, grad_scaled]))
@@ -154,20 +215,46 @@ def temperature_figure(
     _positive("temperature", temperature)
     entropy = _series("entropy", entropy, temperature, "temperature")
     grad_norm = _series("grad_norm", grad_norm, temperature, "temperature")
-    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12,
-                        subplot_titles=("softmax entropy (low = saturated)", "gradient norm through softmax"))
+    fig = make_subplots(
+        rows=1,
+        cols=2,
+        horizontal_spacing=0.12,
+        subplot_titles=("softmax entropy (low = saturated)", "gradient norm through softmax"),
+    )
     for col, values in enumerate((entropy, grad_norm), 1):
-        fig.add_trace(go.Scatter(x=temperature, y=values, mode="lines+markers", name=name, legendgroup="head",
-                                 showlegend=col == 1, line=dict(color=SCALED_COLOUR, width=3), marker=dict(size=8)),
-                      row=1, col=col)
+        fig.add_trace(
+            go.Scatter(
+                x=temperature,
+                y=values,
+                mode="lines+markers",
+                name=name,
+                legendgroup="head",
+                showlegend=col == 1,
+                line=dict(color=SCALED_COLOUR, width=3),
+                marker=dict(size=8),
+            ),
+            row=1,
+            col=col,
+        )
     if uniform_entropy is not None:
-        fig.add_hline(y=uniform_entropy, line=dict(color=THEORY_COLOUR, dash="dot"), row=1, col=1,
-                      annotation_text="uniform over allowed keys", annotation_position="bottom right")
+        fig.add_hline(
+            y=uniform_entropy,
+            line=dict(color=THEORY_COLOUR, dash="dot"),
+            row=1,
+            col=1,
+            annotation_text="uniform over allowed keys",
+            annotation_position="bottom right",
+        )
     for index, (label, t) in enumerate((marks or {}).items()):
         for col in (1, 2):
-            fig.add_vline(x=t, line=dict(color=LINE_COLOURS[(index + 2) % len(LINE_COLOURS)], dash="dash", width=1),
-                          row=1, col=col, annotation_text=label if col == 1 else None,
-                          annotation_position="top left" if index % 2 else "top right")
+            fig.add_vline(
+                x=t,
+                line=dict(color=LINE_COLOURS[(index + 2) % len(LINE_COLOURS)], dash="dash", width=1),
+                row=1,
+                col=col,
+                annotation_text=label if col == 1 else None,
+                annotation_position="top left" if index % 2 else "top right",
+            )
     fig.update_xaxes(type="log", title_text="temperature t (softmax of scores ÷ t)", **_x_ticks(temperature))
     fig.update_yaxes(title_text="entropy (nats)", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text=GRADIENT_TITLE, row=1, col=2, **_log_axis(grad_norm))
@@ -211,14 +298,30 @@ def cost_figure(
         panels.append(("time", time_name, _series("seconds", seconds, n, "n"), "seconds", LINE_COLOURS[1]))
     if not panels:
         raise ValueError("cost_figure needs bytes_used or seconds (both are None)")
-    fig = make_subplots(rows=1, cols=len(panels), horizontal_spacing=0.14,
-                        subplot_titles=[f"{name} against n" for name, *_ in panels])
+    fig = make_subplots(
+        rows=1, cols=len(panels), horizontal_spacing=0.14, subplot_titles=[f"{name} against n" for name, *_ in panels]
+    )
     for col, (_, name, values, unit, colour) in enumerate(panels, 1):
-        fig.add_trace(go.Scatter(x=n, y=_n_squared_reference(n, values), mode="lines", name="n² reference",
-                                 legendgroup="ref", showlegend=col == 1,
-                                 line=dict(color=THEORY_COLOUR, dash="dash", width=2)), row=1, col=col)
-        fig.add_trace(go.Scatter(x=n, y=values, mode="lines+markers", name=name,
-                                 line=dict(color=colour, width=3), marker=dict(size=8)), row=1, col=col)
+        fig.add_trace(
+            go.Scatter(
+                x=n,
+                y=_n_squared_reference(n, values),
+                mode="lines",
+                name="n² reference",
+                legendgroup="ref",
+                showlegend=col == 1,
+                line=dict(color=THEORY_COLOUR, dash="dash", width=2),
+            ),
+            row=1,
+            col=col,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=n, y=values, mode="lines+markers", name=name, line=dict(color=colour, width=3), marker=dict(size=8)
+            ),
+            row=1,
+            col=col,
+        )
         fig.update_yaxes(title_text=unit, row=1, col=col, **_log_axis(values))
     fig.update_xaxes(type="log", title_text="sequence length n", **_x_ticks(n))
     fig.update_layout(
@@ -265,22 +368,33 @@ def permutation_figure(
     realigned = realign(shuffled_output, order)
     difference = output - realigned
     worst = float(np.max(np.abs(difference))) if difference.size else 0.0
-    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.1,
-                        subplot_titles=("output, original order", "output of shuffled input, rows put back",
-                                        "difference"))
+    fig = make_subplots(
+        rows=1,
+        cols=3,
+        shared_yaxes=True,
+        horizontal_spacing=0.1,
+        subplot_titles=("output, original order", "output of shuffled input, rows put back", "difference"),
+    )
     rows, dims = output.shape
     for col, (name, values, axis) in enumerate(
-        (("original", output, "coloraxis"), ("shuffled, realigned", realigned, "coloraxis"),
-         ("difference", difference, "coloraxis2")), 1,
+        (
+            ("original", output, "coloraxis"),
+            ("shuffled, realigned", realigned, "coloraxis"),
+            ("difference", difference, "coloraxis2"),
+        ),
+        1,
     ):
-        add_matrix(fig, values, row=1, col=col, coloraxis=axis, row_tokens=tokens, row_name="token", col_name="dim",
-                   name=name)
-        style_axis(fig, "y", rows, tokens=tokens, title="token" if col == 1 else None, row=1, col=col,
-                   show_ticks=col == 1)
+        add_matrix(
+            fig, values, row=1, col=col, coloraxis=axis, row_tokens=tokens, row_name="token", col_name="dim", name=name
+        )
+        style_axis(
+            fig, "y", rows, tokens=tokens, title="token" if col == 1 else None, row=1, col=col, show_ticks=col == 1
+        )
         style_axis(fig, "x", dims, title="output dim", row=1, col=col)
     values_axis = colour_axis("diverging", title="output")
-    values_axis["colorbar"].update(x=fig.layout.xaxis2.domain[1] + 0.01, xanchor="left", len=0.8, thickness=12,
-                                   title_side="top")
+    values_axis["colorbar"].update(
+        x=fig.layout.xaxis2.domain[1] + 0.01, xanchor="left", len=0.8, thickness=12, title_side="top"
+    )
     bound = max(worst, 1e-12)
     diff_axis = colour_axis("diverging", title="difference", zmin=-bound, zmax=bound)
     diff_axis.pop("cmid")
@@ -288,7 +402,8 @@ def permutation_figure(
     equal = worst <= 1e-6 * max(1.0, float(np.max(np.abs(output))) if output.size else 1.0)
     verdict = "same rows, only reordered" if equal else "rows change: order is seen"
     fig.update_layout(
-        title_text=title if title is not None
+        title_text=title
+        if title is not None
         else f"Shuffled input, encoding {encoding}: {verdict}  (max |diff| {worst:.1e})",
         coloraxis=values_axis,
         coloraxis2=diff_axis,

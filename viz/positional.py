@@ -24,9 +24,15 @@ def positional_heatmap(
     table = as_matrix("table", table)
     n, d = table.shape
     return matrix_heatmap(
-        table, None, None,
+        table,
+        None,
+        None,
         title=title if title is not None else f"Positional encoding: {name}   ({n} positions × {d} dims)",
-        row_title="position", col_title="dimension", scale="diverging", show_values=False, value_name="value",
+        row_title="position",
+        col_title="dimension",
+        scale="diverging",
+        show_values=False,
+        value_name="value",
         theme=theme,
     )
 
@@ -37,8 +43,16 @@ def position_similarity_figure(
     """Cosine similarity of every position's encoding to every other (n, n), scale -1..1."""
     similarity = position_similarity(table)
     return matrix_heatmap(
-        similarity, None, None,
+        similarity,
+        None,
+        None,
         title=title if title is not None else f"Cosine similarity between positions: {name}",
-        row_title="position", col_title="position", scale="diverging", zmin=-1.0, zmax=1.0, show_values=False,
-        value_name="cosine", theme=theme,
+        row_title="position",
+        col_title="position",
+        scale="diverging",
+        zmin=-1.0,
+        zmax=1.0,
+        show_values=False,
+        value_name="cosine",
+        theme=theme,
     )

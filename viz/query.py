@@ -66,7 +66,11 @@ def query_step_figure(
     show = (keys <= BAR_TEXT_MAX) if show_values is None else bool(show_values)
 
     fig = make_subplots(
-        rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.06, row_heights=[0.17, 0.17, 0.17, 0.49],
+        rows=4,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.06,
+        row_heights=[0.17, 0.17, 0.17, 0.49],
         subplot_titles=(
             "1. raw score  q<sub>i</sub>·k<sub>j</sub>",
             "2. scaled score  (grey = key masked)",
@@ -82,48 +86,92 @@ def query_step_figure(
         shown = np.where(np.isfinite(row_values), row_values, np.nan)
         fig.add_trace(
             go.Bar(
-                x=positions, y=shown, marker_color=colours, name=name, customdata=names, showlegend=False,
+                x=positions,
+                y=shown,
+                marker_color=colours,
+                name=name,
+                customdata=names,
+                showlegend=False,
                 hovertemplate=f"key %{{customdata}}<br>{name} %{{y:.4g}}<extra></extra>",
                 **(dict(text=[f"{v:.2f}" for v in shown], textposition="outside", cliponaxis=False) if show else {}),
             ),
-            row=row, col=1,
+            row=row,
+            col=1,
         )
         fig.add_hline(y=0, line=dict(color="#444", width=1), row=row, col=1)
     weights_shown = np.where(blocked, np.nan, weights_row)
     fig.add_trace(
         go.Bar(
-            x=positions, y=weights_shown, marker_color=ALLOWED_COLOUR, name="weight", customdata=names,
-            showlegend=False, hovertemplate="key %{customdata}<br>weight %{y:.4f}<extra></extra>",
-            **(dict(text=[f"{v:.2f}" if np.isfinite(v) else "" for v in weights_shown], textposition="outside",
-                    cliponaxis=False) if show else {}),
+            x=positions,
+            y=weights_shown,
+            marker_color=ALLOWED_COLOUR,
+            name="weight",
+            customdata=names,
+            showlegend=False,
+            hovertemplate="key %{customdata}<br>weight %{y:.4f}<extra></extra>",
+            **(
+                dict(
+                    text=[f"{v:.2f}" if np.isfinite(v) else "" for v in weights_shown],
+                    textposition="outside",
+                    cliponaxis=False,
+                )
+                if show
+                else {}
+            ),
         ),
-        row=3, col=1,
+        row=3,
+        col=1,
     )
     if blocked.any():
         fig.add_trace(
             go.Scatter(
-                x=positions[blocked], y=np.zeros(int(blocked.sum())), mode="markers", name="masked",
-                marker=dict(symbol="x-thin", size=10, line=dict(width=2, color=MASK_COLOUR)), showlegend=False,
+                x=positions[blocked],
+                y=np.zeros(int(blocked.sum())),
+                mode="markers",
+                name="masked",
+                marker=dict(symbol="x-thin", size=10, line=dict(width=2, color=MASK_COLOUR)),
+                showlegend=False,
                 hovertemplate="masked key<extra></extra>",
             ),
-            row=3, col=1,
+            row=3,
+            col=1,
         )
     fig.update_yaxes(range=[0, 1.15], row=3, col=1)
     add_matrix(
-        fig, contributions.T, row=4, col=1, coloraxis="coloraxis", show_values=False, col_tokens=key_tokens,
-        row_name="dim", col_name="key", value_name="α v", name="contributions",
+        fig,
+        contributions.T,
+        row=4,
+        col=1,
+        coloraxis="coloraxis",
+        show_values=False,
+        col_tokens=key_tokens,
+        row_name="dim",
+        col_name="key",
+        value_name="α v",
+        name="contributions",
     )
     width = max(1.0, 0.06 * keys)  # the output column stays visible for long sequences
     left, right = keys - 0.5 + OUTPUT_GAP * width, keys - 0.5 + OUTPUT_GAP * width + width
     fig.add_trace(
         go.Heatmap(
-            z=output[:, None], x=[left, right], y=np.arange(dims), coloraxis="coloraxis", name="output",
+            z=output[:, None],
+            x=[left, right],
+            y=np.arange(dims),
+            coloraxis="coloraxis",
+            name="output",
             hovertemplate="output dim %{y}<br>%{z:.4g}<extra></extra>",
         ),
-        row=4, col=1,
+        row=4,
+        col=1,
     )
     fig.add_annotation(
-        x=(left + right) / 2, y=-0.5, xref="x4", yref="y4", yanchor="bottom", text="output", showarrow=False,
+        x=(left + right) / 2,
+        y=-0.5,
+        xref="x4",
+        yref="y4",
+        yanchor="bottom",
+        text="output",
+        showarrow=False,
     )
     style_axis(fig, "x", keys, tokens=key_tokens, title="key", row=4, col=1, extend_to=right)
     style_axis(fig, "y", dims, title="value dim", row=4, col=1)
@@ -133,7 +181,8 @@ def query_step_figure(
     label = visible_label(query_token, 24)
     where = "" if query_index is None else f" {query_index}"
     fig.update_layout(
-        title_text=title if title is not None
+        title_text=title
+        if title is not None
         else f"Query{where} '{escape_label(label)}': scores → weights → weighted sum of V",
         coloraxis=colour_axis("diverging", title="α v"),
         height=940,

@@ -66,8 +66,15 @@ def rollout_heatmap(
     rollout = as_array("rollout", rollout, 2)
     through = "" if layers is None else f" through {layers} layers"
     return matrix_heatmap(
-        rollout, tokens, tokens,
+        rollout,
+        tokens,
+        tokens,
         title=title if title is not None else f"Attention rollout{through}  (0.5·A + 0.5·I, heads averaged)",
-        row_title="query", col_title="key", scale="sequential", zmin=0.0, show_values=show_values,
-        value_name="rollout", theme=theme,
+        row_title="query",
+        col_title="key",
+        scale="sequential",
+        zmin=0.0,
+        show_values=show_values,
+        value_name="rollout",
+        theme=theme,
     )

@@ -60,8 +60,14 @@ def score_heatmap(
     scores, query_tokens, key_tokens, mask = _check(scores, query_tokens, key_tokens, mask, stage)
     fig = go.Figure()
     add_matrix(
-        fig, scores, mask=mask, show_values=wants_values(scores.shape, show_values), row_tokens=query_tokens,
-        col_tokens=key_tokens, value_name="score", name=stage,
+        fig,
+        scores,
+        mask=mask,
+        show_values=wants_values(scores.shape, show_values),
+        row_tokens=query_tokens,
+        col_tokens=key_tokens,
+        value_name="score",
+        name=stage,
     )
     style_axis(fig, "y", scores.shape[0], tokens=query_tokens, title="query")
     style_axis(fig, "x", scores.shape[1], tokens=key_tokens, title="key")
@@ -99,8 +105,15 @@ def attention_heatmap(
     show = wants_values(weights.shape, show_values)
     fig = go.Figure()
     add_matrix(
-        fig, weights, mask=mask, show_values=show, blocked_text="0", row_tokens=query_tokens,
-        col_tokens=key_tokens, value_name="weight", name="weights",
+        fig,
+        weights,
+        mask=mask,
+        show_values=show,
+        blocked_text="0",
+        row_tokens=query_tokens,
+        col_tokens=key_tokens,
+        value_name="weight",
+        name="weights",
     )
     extend_to = None
     if show_row_sums:
@@ -119,8 +132,14 @@ def attention_heatmap(
             )
         )
         fig.add_annotation(
-            x=(left + right) / 2, y=-0.5, xref="x", yref="y", yanchor="bottom", text=ROW_SUM_LABEL,
-            showarrow=False, name="row sums",
+            x=(left + right) / 2,
+            y=-0.5,
+            xref="x",
+            yref="y",
+            yanchor="bottom",
+            text=ROW_SUM_LABEL,
+            showarrow=False,
+            name="row sums",
         )
     style_axis(fig, "y", rows, tokens=query_tokens, title="query")
     style_axis(fig, "x", cols, tokens=key_tokens, title="key", extend_to=extend_to)

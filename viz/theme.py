@@ -38,12 +38,26 @@ class ThemeSpec:
 
 SPECS = {
     "screen": ThemeSpec(
-        font_size=13, title_size=17, subtitle_size=14, axis_title_size=14, tick_size=12, cell_text_size=11,
-        margin=dict(l=70, r=30, t=70, b=60), width=900, height=600,
+        font_size=13,
+        title_size=17,
+        subtitle_size=14,
+        axis_title_size=14,
+        tick_size=12,
+        cell_text_size=11,
+        margin=dict(l=70, r=30, t=70, b=60),
+        width=900,
+        height=600,
     ),
     "slides": ThemeSpec(
-        font_size=18, title_size=26, subtitle_size=20, axis_title_size=20, tick_size=16, cell_text_size=15,
-        margin=dict(l=110, r=40, t=100, b=90), width=1280, height=720,
+        font_size=18,
+        title_size=26,
+        subtitle_size=20,
+        axis_title_size=20,
+        tick_size=16,
+        cell_text_size=15,
+        margin=dict(l=110, r=40, t=100, b=90),
+        width=1280,
+        height=720,
     ),
 }
 
@@ -57,8 +71,14 @@ def theme_spec(theme: str) -> ThemeSpec:
 
 def _template(spec: ThemeSpec) -> go.layout.Template:
     axis = dict(
-        showline=True, linecolor="#444", ticks="outside", tickcolor="#444", gridcolor="#e6e6e6",
-        zeroline=False, title_font=dict(size=spec.axis_title_size), tickfont=dict(size=spec.tick_size),
+        showline=True,
+        linecolor="#444",
+        ticks="outside",
+        tickcolor="#444",
+        gridcolor="#e6e6e6",
+        zeroline=False,
+        title_font=dict(size=spec.axis_title_size),
+        tickfont=dict(size=spec.tick_size),
         automargin=True,
     )
     return go.layout.Template(
@@ -86,7 +106,12 @@ def apply_theme(fig: go.Figure, theme: str = "screen") -> go.Figure:
         template=_template(spec),
         font=dict(family=FONT_FAMILY, size=spec.font_size, color="#222"),
         title=dict(
-            font=dict(size=spec.title_size), x=0.5, xanchor="center", xref="paper", y=0.985, yanchor="top",
+            font=dict(size=spec.title_size),
+            x=0.5,
+            xanchor="center",
+            xref="paper",
+            y=0.985,
+            yanchor="top",
             yref="container",
         ),
         margin=spec.margin,

@@ -34,7 +34,10 @@ def tiled_figure(walk, step: int, *, length: int, keys: int, theme: str = "scree
     r0, r1 = (int(x) for x in walk.rows[step])
     k0, k1 = (int(x) for x in walk.keys[step])
     fig = make_subplots(
-        rows=2, cols=2, vertical_spacing=0.16, horizontal_spacing=0.12,
+        rows=2,
+        cols=2,
+        vertical_spacing=0.16,
+        horizontal_spacing=0.12,
         subplot_titles=(
             f"tiles: query rows {r0}–{r1 - 1} meet keys {k0}–{k1 - 1}",
             "running max m per query row",
@@ -43,16 +46,34 @@ def tiled_figure(walk, step: int, *, length: int, keys: int, theme: str = "scree
         ),
     )
     states = tile_states(walk, step, length, keys)
-    colours = [[0.0, "#f2f2f2"], [0.25, "#f2f2f2"], [0.25, "#9ecae1"], [0.5, "#9ecae1"], [0.5, "#D55E00"],
-               [0.75, "#D55E00"], [0.75, MASK_COLOUR], [1.0, MASK_COLOUR]]
+    colours = [
+        [0.0, "#f2f2f2"],
+        [0.25, "#f2f2f2"],
+        [0.25, "#9ecae1"],
+        [0.5, "#9ecae1"],
+        [0.5, "#D55E00"],
+        [0.75, "#D55E00"],
+        [0.75, MASK_COLOUR],
+        [1.0, MASK_COLOUR],
+    ]
     labels = np.array(TILE_STATES, dtype=object)[states]
     fig.add_trace(
         go.Heatmap(
-            z=states, zmin=-0.5, zmax=3.5, colorscale=colours, showscale=False, customdata=labels, name="tiles",
-            x=np.arange(states.shape[1]) * walk.block, y=np.arange(states.shape[0]) * walk.block,
-            hovertemplate="query rows from %{y}, keys from %{x}: %{customdata}<extra></extra>", xgap=1, ygap=1,
+            z=states,
+            zmin=-0.5,
+            zmax=3.5,
+            colorscale=colours,
+            showscale=False,
+            customdata=labels,
+            name="tiles",
+            x=np.arange(states.shape[1]) * walk.block,
+            y=np.arange(states.shape[0]) * walk.block,
+            hovertemplate="query rows from %{y}, keys from %{x}: %{customdata}<extra></extra>",
+            xgap=1,
+            ygap=1,
         ),
-        row=1, col=1,
+        row=1,
+        col=1,
     )
     fig.update_yaxes(autorange="reversed", title_text="query block", row=1, col=1)
     fig.update_xaxes(title_text="key block", row=1, col=1)
@@ -62,18 +83,57 @@ def tiled_figure(walk, step: int, *, length: int, keys: int, theme: str = "scree
         (1, walk.running_sum[step], walk.running_sum[-1], "l"),
     ):
         where = dict(row=1, col=2) if col == 2 else dict(row=2, col=1)
-        fig.add_trace(go.Scatter(x=rows, y=final, mode="lines", name=f"{name} at the end", showlegend=False,
-                                 line=dict(color="#999", dash="dot")), **where)
-        fig.add_trace(go.Scatter(x=rows, y=values, mode="lines", name=f"{name} after this step", showlegend=False,
-                                 line=dict(color=LINE_COLOURS[0])), **where)
+        fig.add_trace(
+            go.Scatter(
+                x=rows,
+                y=final,
+                mode="lines",
+                name=f"{name} at the end",
+                showlegend=False,
+                line=dict(color="#999", dash="dot"),
+            ),
+            **where,
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=rows,
+                y=values,
+                mode="lines",
+                name=f"{name} after this step",
+                showlegend=False,
+                line=dict(color=LINE_COLOURS[0]),
+            ),
+            **where,
+        )
         fig.add_vrect(x0=r0 - 0.5, x1=r1 - 0.5, fillcolor="#D55E00", opacity=0.12, line_width=0, **where)
         fig.update_xaxes(title_text="query row", **where)
-    fig.add_trace(go.Scatter(x=np.arange(steps), y=walk.distance, mode="lines", name="distance", showlegend=False,
-                             line=dict(color=LINE_COLOURS[2])), row=2, col=2)
-    fig.add_trace(go.Scatter(x=[step], y=[walk.distance[step]], mode="markers", name="this step", showlegend=False,
-                             marker=dict(color="#D55E00", size=10)), row=2, col=2)
+    fig.add_trace(
+        go.Scatter(
+            x=np.arange(steps),
+            y=walk.distance,
+            mode="lines",
+            name="distance",
+            showlegend=False,
+            line=dict(color=LINE_COLOURS[2]),
+        ),
+        row=2,
+        col=2,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[step],
+            y=[walk.distance[step]],
+            mode="markers",
+            name="this step",
+            showlegend=False,
+            marker=dict(color="#D55E00", size=10),
+        ),
+        row=2,
+        col=2,
+    )
     fig.update_xaxes(title_text="step", row=2, col=2)
     fig.update_yaxes(type="log", exponentformat="e", row=2, col=2)
-    fig.update_layout(title_text=f"Tiled attention, {walk.block}×{walk.block} tiles: step {step + 1} of {steps}",
-                      height=720)
+    fig.update_layout(
+        title_text=f"Tiled attention, {walk.block}×{walk.block} tiles: step {step + 1} of {steps}", height=720
+    )
     return apply_theme(fig, theme)

@@ -81,8 +81,20 @@ def _dims(count: int) -> list[str]:
 
 
 DERIVATION_FIGURES = (
-    "x", "w_q", "w_k", "w_v", "q_before_rotary", "k_before_rotary", "q", "k", "v", "scores", "scaled", "masked",
-    "weights", "output",
+    "x",
+    "w_q",
+    "w_k",
+    "w_v",
+    "q_before_rotary",
+    "k_before_rotary",
+    "q",
+    "k",
+    "v",
+    "scores",
+    "scaled",
+    "masked",
+    "weights",
+    "output",
 )
 
 
@@ -94,7 +106,9 @@ def projection_names(head: HeadTrace) -> dict[str, str]:
     """
     names = {}
     for key, letter in (("q", "Q"), ("k", "K"), ("v", "V")):
-        linear = f"XW<sup>{letter}</sup>" + (f" + b<sup>{letter}</sup>" if getattr(head, f"b_{key}") is not None else "")
+        linear = f"XW<sup>{letter}</sup>" + (
+            f" + b<sup>{letter}</sup>" if getattr(head, f"b_{key}") is not None else ""
+        )
         names[f"{key}_before_rotary"] = f"{linear}  (before rotation)"
         names[key] = f"{letter} = RoPE({linear})" if key != "v" and head.rotary else f"{letter} = {linear}"
     return names
@@ -105,9 +119,7 @@ def _derivation_figures(
 ) -> dict:
     """The derivation's figures by name, in order; ``only`` builds just those names (None: all)."""
     common = dict(theme=theme, show_values=show_values)
-    scale_title = (
-        f"Scaled scores  QK<sup>T</sup> × {head.scale:.4g}   ({head.scaled.shape[0]} queries × {head.scaled.shape[1]} keys)"
-    )
+    scale_title = f"Scaled scores  QK<sup>T</sup> × {head.scale:.4g}   ({head.scaled.shape[0]} queries × {head.scaled.shape[1]} keys)"
     names = projection_names(head)
     builders = {
         "x": None if head.x is None else lambda: token_matrix_heatmap(head.x, tokens, name="X  (input)", **common),
@@ -122,13 +134,17 @@ def _derivation_figures(
     }
     for key in ("q_before_rotary", "k_before_rotary"):
         values = getattr(head, key)
-        builders[key] = None if values is None else (
-            lambda v=values, n=names[key]: token_matrix_heatmap(v, tokens, name=n, **common)
+        builders[key] = (
+            None
+            if values is None
+            else (lambda v=values, n=names[key]: token_matrix_heatmap(v, tokens, name=n, **common))
         )
     for key, letter in (("w_q", "Q"), ("w_k", "K"), ("w_v", "V")):
         weights = getattr(head, key)
-        builders[key] = None if weights is None else (
-            lambda w=weights, t=letter: weight_matrix_heatmap(w, name=f"W<sup>{t}</sup>  head {h}", **common)
+        builders[key] = (
+            None
+            if weights is None
+            else (lambda w=weights, t=letter: weight_matrix_heatmap(w, name=f"W<sup>{t}</sup>  head {h}", **common))
         )
     wanted = DERIVATION_FIGURES if only is None else only
     return {name: builders[name]() for name in DERIVATION_FIGURES if name in wanted and builders[name] is not None}
@@ -169,29 +185,47 @@ def figures_for_trace(
         model_head = trace.model.head(h)
         return {
             "compare": compare_figure(
-                core_head.weights, model_head.weights, tokens, tokens, mask=core_head.mask, head=h,
-                show_values=show_values, theme=theme,
+                core_head.weights,
+                model_head.weights,
+                tokens,
+                tokens,
+                mask=core_head.mask,
+                head=h,
+                show_values=show_values,
+                theme=theme,
             )
         }
     if view == "heads":
         attentions, layer, source = heads_source(trace)
         figures = {
-            "head_grid": head_grid(attentions[layer], tokens, tokens, mask=source.mask, layer=trace.layer, selected=h,
-                                   theme=theme)
+            "head_grid": head_grid(
+                attentions[layer], tokens, tokens, mask=source.mask, layer=trace.layer, selected=h, theme=theme
+            )
         }
         for name in _statistics(statistic):
             values = precomputed.get(f"overview_{name}")
             figures[f"overview_{name}"] = statistic_overview(
-                overview_matrix(attentions, name) if values is None else values, name, selected=(layer, h),
-                show_values=show_values, theme=theme,
+                overview_matrix(attentions, name) if values is None else values,
+                name,
+                selected=(layer, h),
+                show_values=show_values,
+                theme=theme,
             )
         return figures
     if view == "query":
         i = _query_index(trace, query)
         return {
             "query": query_step_figure(
-                core_head.scores[i], core_head.scaled[i], core_head.weights[i], core_head.v, tokens,
-                query_token=tokens[i], query_index=i, mask_row=core_head.mask[i], show_values=show_values, theme=theme,
+                core_head.scores[i],
+                core_head.scaled[i],
+                core_head.weights[i],
+                core_head.v,
+                tokens,
+                query_token=tokens[i],
+                query_index=i,
+                mask_row=core_head.mask[i],
+                show_values=show_values,
+                theme=theme,
             )
         }
     if view == "lines":
@@ -203,8 +237,13 @@ def figures_for_trace(
     attentions = trace.model_attentions
     rollout = precomputed.get("rollout")
     return {
-        "rollout": rollout_heatmap(attention_rollout(attentions) if rollout is None else rollout, tokens,
-                                   layers=attentions.shape[0], show_values=show_values, theme=theme)
+        "rollout": rollout_heatmap(
+            attention_rollout(attentions) if rollout is None else rollout,
+            tokens,
+            layers=attentions.shape[0],
+            show_values=show_values,
+            theme=theme,
+        )
     }
 
 
@@ -245,7 +284,18 @@ def matrices_for_trace(
                 matrices[key] = (np.asarray(values), tokens, _dims(values.shape[1]))
         for key in ("scores", "scaled", "masked", "weights"):
             matrices[key] = (np.asarray(getattr(core_head, key)), tokens, tokens)
-        order = ["x", "w_q", "w_k", "w_v", "b_q", "b_k", "b_v", "q_before_rotary", "k_before_rotary", *DERIVATION_FIGURES[4:]]
+        order = [
+            "x",
+            "w_q",
+            "w_k",
+            "w_v",
+            "b_q",
+            "b_k",
+            "b_v",
+            "q_before_rotary",
+            "k_before_rotary",
+            *DERIVATION_FIGURES[4:],
+        ]
         return {key: matrices[key] for key in order if key in matrices}
     if view == "compare":
         if trace.model is None or h >= trace.model.num_heads:
@@ -262,7 +312,9 @@ def matrices_for_trace(
         matrices = {f"head_{i}_weights": (attentions[layer, i], tokens, tokens) for i in range(attentions.shape[1])}
         for name in _statistics(statistic):
             matrices[f"overview_{name}"] = (
-                overview_matrix(attentions, name), _dims(attentions.shape[0]), _dims(attentions.shape[1]),
+                overview_matrix(attentions, name),
+                _dims(attentions.shape[0]),
+                _dims(attentions.shape[1]),
             )
         return matrices
     if view == "query":

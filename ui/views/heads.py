@@ -75,5 +75,8 @@ def render(trace: ModelTrace, settings: Settings) -> None:
                 rollout = compute.figures(
                     trace, request, "rollout", theme=theme, show_values=shown, precomputed=precomputed
                 )
-                figure(rollout["rollout"], "rollout", (precomputed["rollout"], plain_labels(trace.tokens),
-                                                       plain_labels(trace.tokens)))
+                figure(
+                    rollout["rollout"],
+                    "rollout",
+                    (precomputed["rollout"], plain_labels(trace.tokens), plain_labels(trace.tokens)),
+                )

@@ -47,12 +47,18 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         format_func=lambda k: k if k not in PAIRS else f"{PAIRS[k][2]}",
         help="Sets both texts (the first one is the sidebar's text).",
     )
-    st.text_area("Second text", key="pair_text", height=70, max_chars=MAX_TEXT_CHARS,
-                 help="The first text is the one in the sidebar.")
+    st.text_area(
+        "Second text",
+        key="pair_text",
+        height=70,
+        max_chars=MAX_TEXT_CHARS,
+        help="The first text is the one in the sidebar.",
+    )
     second = str(st.session_state.get("pair_text", ""))
     if not second.strip():
-        st.info("Type a second text (or pick a classic pair) to compare with the sidebar's text.",
-                icon=":material/edit:")
+        st.info(
+            "Type a second text (or pick a classic pair) to compare with the sidebar's text.", icon=":material/edit:"
+        )
         return
     other = compute.with_head(compute.trace_for(replace(settings.request(), text=second)), trace.head)
     for notice in other.notices:
@@ -81,10 +87,12 @@ def render(trace: ModelTrace, settings: Settings) -> None:
             "both texts share.",
             icon=":material/link_off:",
         )
-    fig = pair_figure(rows, query_label=trace.tokens[query], names=("first text", "second text"),
-                      theme=settings.theme)
-    data = (np.stack([rows.first, rows.second, rows.difference], axis=1), list(rows.labels),
-            ["first text", "second text", "second - first"])
+    fig = pair_figure(rows, query_label=trace.tokens[query], names=("first text", "second text"), theme=settings.theme)
+    data = (
+        np.stack([rows.first, rows.second, rows.difference], axis=1),
+        list(rows.labels),
+        ["first text", "second text", "second - first"],
+    )
     figure(fig, "pairs", data)
     shared = np.isfinite(rows.difference)
     if rows.query_second is not None and shared.any():

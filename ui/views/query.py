@@ -34,7 +34,13 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         r"\alpha_{ij} = \mathrm{softmax}_j(\tilde{e}_{ij}) \;\rightarrow\; o_i = \sum_j \alpha_{ij} v_j"
     )
     figs = compute.figures(
-        trace, settings.request(), "query", head=trace.head, query=i, theme=settings.theme, show_values=settings.show_values or None
+        trace,
+        settings.request(),
+        "query",
+        head=trace.head,
+        query=i,
+        theme=settings.theme,
+        show_values=settings.show_values or None,
     )
     data = matrices_for_trace(trace, "query", head=trace.head, query=i)
     figure(figs["query"], "query", data["query_contributions"])
