@@ -90,3 +90,21 @@ def test_compare_figure_for_long_inputs_sends_display_copies_and_the_exact_maxim
     difference = np.asarray(next(t for t in fig.data if t.name == "difference").z)
     assert np.isclose(np.nanmin(difference), -3e-3, rtol=1e-3)  # the one differing cell survives the reduction
     assert fig.layout.meta["max_abs_difference"] == float(np.abs(core - model).max())
+
+
+def test_a_heatmap_longer_than_the_chart_has_pixels_sends_a_display_copy():
+    from viz.heatmaps import DISPLAY_MAX
+    from viz.scores import attention_heatmap
+
+    n = 2 * DISPLAY_MAX + 3
+    causal = np.tril(np.ones((n, n), bool))
+    weights = (np.random.default_rng(5).random((n, n)) * causal).astype(np.float32)  # 0 on blocked keys
+    tokens = [str(i) for i in range(n)]
+    fig = attention_heatmap(weights, tokens, tokens, mask=causal)
+    main = next(t for t in fig.data if t.name == "weights")
+    assert max(np.asarray(main.z).shape) <= DISPLAY_MAX
+    expected, _, block = block_means(weights, np.tril(np.ones((n, n), bool)), DISPLAY_MAX)
+    assert block == 3 and np.allclose(np.nan_to_num(main.z), np.nan_to_num(expected), atol=1e-6)
+    assert any("mean of a 3×3 block" in a.text for a in fig.layout.annotations)
+    sums = next(t for t in fig.data if t.name == "row sums")
+    assert np.asarray(sums.z).shape == (n, 1)  # the exact row sums stay per row

@@ -27,6 +27,7 @@ CELL_TEXT_MAX = 24  # values written in cells when rows and columns are both <= 
 HOVER_TOKENS_MAX_CELLS = 8192  # token names in hover customdata up to this many cells
 TICKS_MAX = 30  # every position gets a tick up to this many; above, every k-th
 FLOAT64_MAX_CELLS = 64 * 64  # above this many cells z is sent as float32
+DISPLAY_MAX = 512  # a single heatmap shows at most this many cells per side (about its pixels); above, block means
 MASK_RECTANGLES_MAX = 4096  # blocked cells drawn as filled rectangles up to this many, else a uint8 heatmap
 
 _TRANSPARENT_GREY = [[0.0, "rgba(0,0,0,0)"], [0.5, "rgba(0,0,0,0)"], [0.5, MASK_COLOUR], [1.0, MASK_COLOUR]]
@@ -96,6 +97,30 @@ def add_matrix(
     Returns the boolean (R, C) array of blocked cells.
     """
     rows, cols = values.shape
+    if row is None and max(rows, cols) > DISPLAY_MAX:  # more rows than a chart has pixels: a display copy
+        block = add_block_matrix(
+            fig,
+            values,
+            row=None,
+            col=None,
+            mask=mask,
+            max_side=DISPLAY_MAX,
+            coloraxis=coloraxis,
+            value_name=value_name,
+            name=name,
+        )
+        fig.add_annotation(
+            text=f"each cell: the mean of a {block}×{block} block ({max(rows, cols)} positions, more than the "
+            "chart's pixels); exact values in CSV and in the Query inspector",
+            xref="paper",
+            yref="paper",
+            x=0.5,
+            y=1.0,
+            yanchor="bottom",
+            showarrow=False,
+            name="display note",
+        )
+        return blocked_cells(values, mask)
     blocked = blocked_cells(values, mask)
     shown = np.where(blocked, np.nan, values)
     where = {} if row is None else dict(row=row, col=col)
