@@ -24,3 +24,7 @@ def test_every_option_of_every_sidebar_list_has_a_label():
 def test_the_app_and_the_figures_share_one_list_each():
     assert STATISTICS == tuple(stats.STATISTICS)  # the "diagonal_distance" bug: two names for one statistic
     assert UI_CHOICES["statistic"] is STATISTICS and UI_CHOICES["theme"] is theme.THEMES
+
+
+def test_a_position_shown_as_its_label_reads_back_as_its_number():
+    assert [sidebar.as_position(v) for v in (3, "3: cat", "12:  ", True, "cat", -2)] == [3, 3, 12, 1, 0, 0]

@@ -114,11 +114,24 @@ def _clamp(key: str, high: int, why: str) -> str | None:
     return None
 
 
+def as_position(value) -> int:
+    """A widget's position as an int. A selectbox whose options changed between two runs (a new text
+    while its old labels were on screen) can hand back its shown label, "3: cat": keep the number."""
+    if isinstance(value, bool):
+        return int(value)
+    try:
+        return max(int(str(value).split(":", 1)[0].strip()), 0)
+    except ValueError:
+        return 0
+
+
 def fit_to_model(facts, num_tokens: int) -> list[str]:
     """Bring every setting within what this model, this text and the widgets allow; one notice per change.
 
     Run before the widgets are drawn (a slider handed a value beyond its end refuses to draw).
     """
+    for name in ("layer", "head", "query"):
+        st.session_state[name] = as_position(st.session_state.get(name, 0))
     notices = [
         _clamp("layer", facts.num_layers - 1, f"in {facts.name} ({facts.num_layers} layers)"),
     ]

@@ -16,6 +16,7 @@ from viz.pairs import pair_figure
 
 from .. import compute
 from ..settings import Settings
+from ..sidebar import as_position
 from ..text import plain
 from .common import figure
 
@@ -66,7 +67,8 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     first_labels = plain_labels(trace.tokens)
     first_w = trace.core.head(trace.head).weights  # (L, S)
     second_w = other.core.head(other.head).weights  # (L', S')
-    if st.session_state.pop("_pair_start", False) or st.session_state.get("query", 0) >= len(first_labels):
+    st.session_state["query"] = as_position(st.session_state.get("query", 0))
+    if st.session_state.pop("_pair_start", False) or st.session_state["query"] >= len(first_labels):
         picked = PAIRS.get(st.session_state.get("pair_pick"))
         focus = None if picked is None else find_token(trace.tokens, picked[3])
         st.session_state["query"] = (

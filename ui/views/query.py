@@ -11,6 +11,7 @@ from viz.views import matrices_for_trace
 
 from .. import compute
 from ..settings import Settings
+from ..sidebar import as_position
 from ..text import plain
 from .common import figure
 
@@ -18,7 +19,8 @@ from .common import figure
 def render(trace: ModelTrace, settings: Settings) -> None:
     labels = plain_labels(trace.tokens)
     n = len(labels)
-    if st.session_state.get("query", 0) >= n:
+    st.session_state["query"] = as_position(st.session_state.get("query", 0))
+    if st.session_state["query"] >= n:
         st.session_state["query"] = n - 1
     st.selectbox(
         "Query token",
