@@ -66,17 +66,18 @@ def tiled_figure(walk, step: int, *, length: int, keys: int, theme: str = "scree
             showscale=False,
             customdata=labels,
             name="tiles",
-            x=np.arange(states.shape[1]) * walk.block,
-            y=np.arange(states.shape[0]) * walk.block,
-            hovertemplate="query rows from %{y}, keys from %{x}: %{customdata}<extra></extra>",
+            x=np.arange(states.shape[1]),
+            y=np.arange(states.shape[0]),
+            hovertemplate=f"query block %{{y}}, key block %{{x}} ({walk.block} positions each): %{{customdata}}"
+            "<extra></extra>",
             xgap=1,
             ygap=1,
         ),
         row=1,
         col=1,
     )
-    fig.update_yaxes(autorange="reversed", title_text="query block", row=1, col=1)
-    fig.update_xaxes(title_text="key block", row=1, col=1)
+    fig.update_yaxes(autorange="reversed", title_text="query block", dtick=1, row=1, col=1)
+    fig.update_xaxes(title_text="key block", dtick=1, row=1, col=1)
     rows = np.arange(length)
     for col, values, final, name in (
         (2, walk.running_max[step], walk.running_max[-1], "m"),
@@ -111,7 +112,7 @@ def tiled_figure(walk, step: int, *, length: int, keys: int, theme: str = "scree
         go.Scatter(
             x=np.arange(steps),
             y=walk.distance,
-            mode="lines",
+            mode="lines+markers",
             name="distance",
             showlegend=False,
             line=dict(color=LINE_COLOURS[2]),
@@ -132,7 +133,7 @@ def tiled_figure(walk, step: int, *, length: int, keys: int, theme: str = "scree
         col=2,
     )
     fig.update_xaxes(title_text="step", row=2, col=2)
-    fig.update_yaxes(type="log", exponentformat="e", row=2, col=2)
+    fig.update_yaxes(exponentformat="e", rangemode="tozero", row=2, col=2)
     fig.update_layout(
         title_text=f"Tiled attention, {walk.block}×{walk.block} tiles: step {step + 1} of {steps}", height=720
     )

@@ -68,8 +68,10 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     first_w = trace.core.head(trace.head).weights  # (L, S)
     second_w = other.core.head(other.head).weights  # (L', S')
     st.session_state["query"] = as_position(st.session_state.get("query", 0))
-    if st.session_state.pop("_pair_start", False) or st.session_state["query"] >= len(first_labels):
-        picked = PAIRS.get(st.session_state.get("pair_pick"))
+    first_visit = not st.session_state.get("_pairs_seen") and st.session_state["query"] == 0
+    st.session_state["_pairs_seen"] = True
+    if first_visit or st.session_state.pop("_pair_start", False) or st.session_state["query"] >= len(first_labels):
+        picked = next((p for p in PAIRS.values() if p[:2] == (settings.text, second)), None)  # a classic pair?
         focus = None if picked is None else find_token(trace.tokens, picked[3])
         st.session_state["query"] = (
             focus if focus is not None else most_changed_query(trace.tokens, first_w, other.tokens, second_w)
