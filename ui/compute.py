@@ -316,6 +316,27 @@ def tiled_memory(n: int, block: int, dim: int):
         return compare_with_full(n, block, heads=1, dim=dim)
 
 
+def _kv_key(request: TraceRequest, steps: int) -> tuple:
+    return ("kvcache", request.model, request.text, request.max_tokens, int(steps))
+
+
+def kv_run(request: TraceRequest, steps: int):
+    """Greedy KV-cache decoding of the text (attention_core.kvcache), checked against the full pass; once."""
+    from attention_core.kvcache import kv_cache_decode
+
+    def run():
+        loaded = load_model(request.model)
+        with heavy():
+            return kv_cache_decode(loaded, request.text, steps, max_tokens=request.max_tokens, time_full=False)
+
+    return store().get(_kv_key(request, steps), run, lambda value: sum(s.weights.nbytes for s in value.steps))
+
+
+def kv_run_if_done(request: TraceRequest, steps: int):
+    """The run for these settings if one was made (never starts one)."""
+    return store().peek(_kv_key(request, steps))
+
+
 def _summary_key(trace, request: TraceRequest) -> tuple:
     """The model's weights belong to the capture (text, model, sizes); the core's to the whole request."""
     if trace.model_attentions is not None:

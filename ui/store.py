@@ -62,6 +62,12 @@ class Store:
                 self._computing.pop(key, None)
             running.release()
 
+    def peek(self, key: Hashable) -> Any:
+        """The value for ``key`` if it is cached, else None (never computes; does not count as a use)."""
+        with self._lock:
+            entry = self._entries.get(key)
+        return None if entry is None else entry[0]
+
     def _evict(self) -> None:
         """Least recently used first, but the newest entry of each kind (``key[0]`` for tuple keys: a
         capture, a trace, figures) stays: a long capture is never evicted by the trace built from it."""

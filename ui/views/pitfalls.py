@@ -15,7 +15,7 @@ from viz.sparse import mask_patterns_figure, sparse_cost_figure
 from .. import compute
 from ..settings import Settings
 from ..text import plain
-from . import claims, tiled
+from . import claims, kvcache, tiled
 from .common import figure
 
 PITFALLS = {
@@ -131,6 +131,7 @@ def _cost(trace: ModelTrace, settings: Settings) -> None:
         f"{table.flops[-1] / 1e9:.2f} GFLOP (computed, not measured). Your text has {len(trace.tokens)} tokens."
     )
     tiled.render(trace, settings)
+    kvcache.render(trace, settings)
 
 
 def _order(trace: ModelTrace, settings: Settings) -> None:

@@ -1,0 +1,53 @@
+"""Pitfalls lab, O(n²) cost: the key/value cache, decoding one token at a time (decoder models)."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from attention_core.traces import ModelTrace
+from viz.kvcache import kv_cache_figure
+
+from .. import compute
+from ..settings import Settings
+from ..text import plain
+from .common import figure
+
+
+def render(trace: ModelTrace, settings: Settings) -> None:
+    st.markdown("#### Generating text: the key/value cache")
+    facts = trace.facts
+    if not facts.causal or settings.source != "replay":
+        st.info(
+            "A decoder writes one token at a time. Each new token's query needs every earlier key and value, "
+            "which never change, so they are kept (the KV cache) and a step costs O(t) instead of recomputing "
+            "the O(t²) prefix. Pick the decoder model (SmolLM2) with source 'replay' to step through it.",
+            icon=":material/info:",
+        )
+        return
+    st.markdown(
+        "Each new token is one query row against the cached keys and values of every earlier position: the "
+        "cache grows by one row per layer and step, and nothing before it is recomputed. With grouped-query "
+        f"attention, {facts.num_heads} query heads read {facts.num_kv_heads} cached key/value heads."
+    )
+    cols = st.columns(2)
+    steps = cols[0].slider("Tokens to generate", 1, 16, 6, key="kv_steps")
+    run = compute.kv_run(settings.request(), steps) if cols[1].button("Decode", key="kv_go") else None
+    run = run or compute.kv_run_if_done(settings.request(), steps)
+    if run is None:
+        st.caption("Press Decode: the model generates greedily, one cached step at a time (a few seconds).")
+        return
+    if not run.steps:
+        st.info("The model ended the text at once (end-of-text token): nothing to step through.")
+        return
+    step = st.slider("Step", 1, len(run.steps), len(run.steps), key="kv_step") if len(run.steps) > 1 else 1
+    figure(kv_cache_figure(run, step - 1, trace.layer, trace.head, theme=settings.theme), "kv_cache")
+    current = run.steps[step - 1]
+    groups = "; ".join(f"kv {j} ← q {', '.join(map(str, g))}" for j, g in enumerate(run.groups))
+    st.caption(
+        f"Generated: '{plain(run.new_text, 200)}'. Step {step}: {current.keys} cached positions, "
+        f"{current.cache_bytes / 2**20:.2f} MiB of keys and values over {run.num_layers} layers "
+        f"({current.cache_bytes_one_kv_per_head / 2**20:.2f} MiB with one per query head: {run.gqa_saving:g}× saved; "
+        f"{groups}). Attention work this step {current.macs_step:,} multiply-adds vs {current.macs_full:,} to "
+        f"recompute the prefix. Max |core − model| this step: cached run {current.diff_cached:.1e}, full causal "
+        f"pass {current.diff_full:.1e}; tokens equal to transformers' generate: {run.tokens_match_generate}."
+    )
