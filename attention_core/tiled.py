@@ -269,6 +269,11 @@ class TiledWalk:
     max_abs_diff: float  # max |tiled - full| over the output, full = the core's output given by the caller
     peak_tile_cells: int  # the largest score tile held at once (block x block), vs L x S for the full matrix
 
+    def smallest_rescale(self, step: int) -> float:
+        """min over the step's query rows of exp(m_old - m_new): 1 when no row found a larger score."""
+        values = self.rescale[step]
+        return float(np.min(values[np.isfinite(values)], initial=1.0))
+
 
 def tiled_walkthrough(q, k, v, mask, scale: float, full_output, block: int = 16, score_bias=None) -> TiledWalk:
     """One head (q (L, E), k (S, E), v (S, Ev), boolean mask (L, S), optional score bias (L, S) such as

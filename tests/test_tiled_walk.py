@@ -85,3 +85,16 @@ def test_the_pitfalls_cost_tab_steps_through_this_head():
     assert not at.exception and not at.error
     assert any("Max |tiled − full core|" in c.value for c in at.caption)
     assert any("Measured on this server" in c.value for c in at.caption)
+
+
+def test_cost_figure_and_smallest_rescale():
+    from viz.tiled import tiled_cost_figure
+
+    walk = walk_head(head_trace(n=12, causal=False), 4)
+    for step in range(len(walk.rows)):
+        row = walk.rescale[step]
+        assert walk.smallest_rescale(step) == pytest.approx(np.min(row[np.isfinite(row)]))
+    fig = tiled_cost_figure([64, 128], [1e3, 2e3], [4e3, 16e3], [1e-3, 2e-3], [1e-3, 4e-3])
+    assert [t.name for t in fig.data] == ["full core (n × n)", "tiled"] * 2
+    with pytest.raises(ValueError, match="one value per n"):
+        tiled_cost_figure([64, 128], [1e3], [4e3, 16e3], [1e-3, 2e-3], [1e-3, 4e-3])

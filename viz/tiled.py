@@ -138,3 +138,35 @@ def tiled_figure(walk, step: int, *, length: int, keys: int, theme: str = "scree
         title_text=f"Tiled attention, {walk.block}×{walk.block} tiles: step {step + 1} of {steps}", height=720
     )
     return apply_theme(fig, theme)
+
+
+def tiled_cost_figure(ns, tiled_bytes, full_bytes, tiled_seconds, full_seconds, *, theme: str = "screen") -> go.Figure:
+    """Measured peak memory and time against n for the tiled call and the full core, side by side (log-log)."""
+    ns = np.asarray(ns, dtype=float)
+    series = [np.asarray(x, dtype=float) for x in (tiled_bytes, full_bytes, tiled_seconds, full_seconds)]
+    if any(s.shape != ns.shape for s in series):
+        raise ValueError(f"every series must have one value per n ({ns.shape}), got {[s.shape for s in series]}")
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.14, subplot_titles=("peak memory", "time"))
+    for col, (tiled, full, unit) in enumerate(((series[0], series[1], "bytes"), (series[2], series[3], "seconds")), 1):
+        for values, name, colour in ((full, "full core (n × n)", LINE_COLOURS[1]), (tiled, "tiled", LINE_COLOURS[0])):
+            fig.add_trace(
+                go.Scatter(
+                    x=ns,
+                    y=values,
+                    mode="lines+markers",
+                    name=name,
+                    line=dict(color=colour),
+                    showlegend=col == 1,
+                    hovertemplate=f"n %{{x}}<br>%{{y:.3g}} {unit}<extra>{name}</extra>",
+                ),
+                row=1,
+                col=col,
+            )
+        fig.update_xaxes(type="log", title_text="sequence length n", row=1, col=col)
+        fig.update_yaxes(type="log", title_text=unit, row=1, col=col)
+    fig.update_layout(
+        title_text="Measured: the tiled call against the full core, one head",
+        height=420,
+        legend=dict(orientation="h", y=-0.25, x=1, xanchor="right"),
+    )
+    return apply_theme(fig, theme)

@@ -29,6 +29,11 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         "cache grows by one row per layer and step, and nothing before it is recomputed. With grouped-query "
         f"attention, {facts.num_heads} query heads read {facts.num_kv_heads} cached key/value heads."
     )
+    st.latex(
+        r"K_{1..t} = \begin{bmatrix} K_{1..t-1} \\ k_t \end{bmatrix},\; V_{1..t} = \begin{bmatrix} V_{1..t-1} \\ v_t "
+        r"\end{bmatrix} \qquad o_t = \mathrm{softmax}\!\left(\frac{q_t K_{1..t}^T}{\sqrt{d_k}}\right) V_{1..t}"
+        r"\qquad \text{work per step } O(t),\ \text{cache } 2 \cdot L \cdot H_{kv} \cdot d_k \cdot t"
+    )
     cols = st.columns(2)
     steps = cols[0].slider("Tokens to generate", 1, 16, 6, key="kv_steps")
     run = compute.kv_run(settings.request(), steps) if cols[1].button("Decode", key="kv_go") else None

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import math
+
 import streamlit as st
 
 from attention_core.traces import ModelTrace
-from viz.tiled import tiled_figure
+from viz.tiled import tiled_cost_figure, tiled_figure
 
 from .. import compute
 from ..settings import Settings
 from .common import figure
 
 BLOCKS = (4, 8, 16, 32, 64)
+MAX_STEPS = 4096  # tiles a stepped walk may have (each is recorded for the slider)
+MEASURE_BLOCK = 64  # the measured curves use 64 x 64 tiles whatever the stepped tile (a Python loop per tile)
 
 
 def render(trace: ModelTrace, settings: Settings) -> None:
@@ -28,7 +32,11 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         r"o' = o\,e^{m - m'} + \sum_j e^{s_{ij} - m'} v_j \quad O_i = o_i / l_i"
     )
     cols = st.columns(2)
-    block = cols[0].select_slider("Tile size (queries × keys)", BLOCKS, value=16, key="tiled_block")
+    n = trace.core.weights.shape[-2]
+    blocks = [b for b in BLOCKS if math.ceil(n / b) ** 2 <= MAX_STEPS] or [BLOCKS[-1]]  # a few thousand steps at most
+    if st.session_state.get("tiled_block") not in blocks:
+        st.session_state["tiled_block"] = 16 if 16 in blocks else blocks[0]
+    block = cols[0].select_slider("Tile size (queries × keys)", blocks, key="tiled_block")
     walk = compute.tiled_walk(trace, settings.request(), block)
     steps = len(walk.rows)
     if st.session_state.get("tiled_step", steps) > steps or "tiled_step" not in st.session_state:
@@ -46,9 +54,27 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         f"{n}×{keys} = {n * keys:,} matrix. Max |tiled − full core| over this head's output: "
         f"{walk.max_abs_diff:.1e}{note}."
     )
-    measured = compute.tiled_memory(n, block, trace.core.q.shape[-1])
+    smallest = walk.smallest_rescale(min(step, steps) - 1) if steps else 1.0
     st.caption(
-        f"Measured on this server at n = {n} ({trace.core.num_heads} heads' worth is this × {trace.core.num_heads}, "
+        f"Step {min(step, steps)}: the smallest rescale exp(m_old − m_new) among the block's rows is {smallest:.3g} "
+        "(1: no row found a larger score in this tile; below 1: what was kept so far shrinks to the new maximum)."
+    )
+    ns = tuple(x for x in (64, 128, 256, 512, 1024) if x <= max(1024, n))
+    curve = [compute.tiled_memory(x, MEASURE_BLOCK, trace.core.q.shape[-1]) for x in ns]
+    figure(
+        tiled_cost_figure(
+            ns,
+            [c.peak_bytes_tiled for c in curve],
+            [c.peak_bytes_full for c in curve],
+            [c.seconds_tiled for c in curve],
+            [c.seconds_full for c in curve],
+            theme=settings.theme,
+        ),
+        "tiled_cost",
+    )
+    measured = compute.tiled_memory(n, MEASURE_BLOCK, trace.core.q.shape[-1])
+    st.caption(
+        f"Measured on this server with 64×64 tiles at n = {n} ({trace.core.num_heads} heads' worth is this × {trace.core.num_heads}, "
         f"head dim {trace.core.q.shape[-1]}): peak memory allocated by the tiled call "
         f"{measured.peak_bytes_tiled / 2**10:,.0f} KiB vs the full core {measured.peak_bytes_full / 2**10:,.0f} KiB; "
         f"{measured.seconds_tiled * 1e3:.1f} ms vs {measured.seconds_full * 1e3:.1f} ms "
