@@ -90,6 +90,18 @@ class PairRows:
     query_second: int | None  # its aligned position in the second text (None: the token is not there)
     changed_mass: float  # half the L1 distance of the two rows over shared keys plus weight on unshared keys
 
+    def largest_change(self) -> int | None:
+        """Index of the aligned key whose weight changed most between the texts (None: no shared key)."""
+        shared = np.isfinite(self.difference)
+        if self.query_second is None or not shared.any():
+            return None
+        return int(np.nanargmax(np.abs(np.where(shared, self.difference, np.nan))))
+
+    def table(self) -> tuple[np.ndarray, list[str], list[str]]:
+        """(K, 3) first, second, difference per aligned key, with row and column labels (for CSV)."""
+        values = np.stack([self.first, self.second, self.difference], axis=1)  # (K, 3)
+        return values, list(self.labels), ["first text", "second text", "second - first"]
+
 
 def pair_rows(first_tokens, first_weights, second_tokens, second_weights, query: int) -> PairRows:
     """``*_weights`` (L, S) of one head in each text; ``query`` a position of the first text."""

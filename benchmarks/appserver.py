@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.browser import free_port, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[1]
 APP_DIR_ENV = "ATTENTION_LENS_APP_DIR"
@@ -31,12 +31,6 @@ def app_dir(explicit: str | os.PathLike | None = None) -> Path:
     if not (chosen / "app.py").exists():
         raise FileNotFoundError(f"{chosen} has no app.py")
     return chosen
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def parse_env(pairs: list[str] | None) -> dict[str, str]:
@@ -96,17 +90,7 @@ def app_server(
     proc = subprocess.Popen(cmd, cwd=folder, env=full_env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited with {proc.returncode} (log: {log_path})")
-            try:
-                if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                time.sleep(0.3)
-        else:
-            raise TimeoutError("streamlit did not become healthy")
+        wait_healthy(proc, url, timeout, log_path)
         yield Server(url=url, port=port, proc=proc, app_dir=folder, log_path=log_path)
     finally:
         proc.terminate()

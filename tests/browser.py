@@ -34,6 +34,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_healthy(proc: subprocess.Popen, url: str, timeout: float, log_path=None) -> None:
+    """Poll ``url``/_stcore/health until it answers ok; RuntimeError if the server exits, TimeoutError after ``timeout`` s."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"streamlit exited with {proc.returncode}" + (f" (log: {log_path})" if log_path else ""))
+        try:
+            if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
+                return
+        except OSError:
+            time.sleep(0.3)
+    raise TimeoutError("streamlit did not become healthy")
+
+
 @contextlib.contextmanager
 def streamlit_app(script: str = "app.py", env: dict | None = None, timeout: float = 90.0):
     """Run ``streamlit run script`` on 127.0.0.1; yields the base URL; stops it afterwards."""
@@ -58,17 +72,7 @@ def streamlit_app(script: str = "app.py", env: dict | None = None, timeout: floa
     proc = subprocess.Popen(cmd, cwd=ROOT, env={**os.environ, **(env or {})}, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if proc.poll() is not None:
-                raise RuntimeError(f"streamlit exited with {proc.returncode}")
-            try:
-                if urllib.request.urlopen(url + "/_stcore/health", timeout=2).read() == b"ok":
-                    break
-            except OSError:
-                time.sleep(0.3)
-        else:
-            raise TimeoutError("streamlit did not become healthy")
+        wait_healthy(proc, url, timeout)
         yield url
     finally:
         proc.terminate()

@@ -170,6 +170,17 @@ def add_matrix(
     return blocked
 
 
+def _block_tiles(values: np.ndarray, mask: np.ndarray | None, max_side: int) -> tuple[np.ndarray, int]:
+    """(tiles, b): the matrix cut into b x b blocks, (R', C', b*b), NaN where blocked or padding; b is the
+    smallest block that keeps both sides within ``max_side`` (1: every cell is its own block)."""
+    rows, cols = values.shape
+    block = max(1, math.ceil(max(rows, cols) / max_side))
+    shown = np.where(blocked_cells(values, mask), np.nan, values)  # (R, C)
+    padded = np.pad(shown, ((0, -rows % block), (0, -cols % block)), constant_values=np.nan)  # padding: blocked
+    shape = (padded.shape[0] // block, block, padded.shape[1] // block, block)
+    return padded.reshape(shape).transpose(0, 2, 1, 3).reshape(shape[0], shape[2], -1), block  # (R', C', b*b)
+
+
 def block_means(values: np.ndarray, mask: np.ndarray | None, max_side: int) -> tuple[np.ndarray, np.ndarray, int]:
     """A display copy no larger than ``max_side`` per side: (means, all_blocked, block) of b x b blocks.
 
@@ -177,33 +188,18 @@ def block_means(values: np.ndarray, mask: np.ndarray | None, max_side: int) -> t
     ``block`` = b is 1 (the values themselves) when both sides fit. For thumbnails whose panels have
     fewer pixels than the matrix has cells: the exact values stay in the full-size figures and CSV.
     """
-    rows, cols = values.shape
-    block = max(1, math.ceil(max(rows, cols) / max_side))
-    blocked = blocked_cells(values, mask)
-    if block == 1:
-        return np.where(blocked, np.nan, values), blocked, 1
-    pad_r, pad_c = -rows % block, -cols % block
-    allowed = np.pad(~blocked, ((0, pad_r), (0, pad_c)))  # padding counts as blocked
-    shown = np.pad(np.where(blocked, 0.0, values), ((0, pad_r), (0, pad_c)))
-    shape = (allowed.shape[0] // block, block, allowed.shape[1] // block, block)
-    counts = allowed.reshape(shape).sum(axis=(1, 3))  # (R', C') allowed cells per block
-    sums = shown.reshape(shape).sum(axis=(1, 3), dtype=np.float64)  # (R', C')
+    tiles, block = _block_tiles(values, mask, max_side)
+    counts = np.isfinite(tiles).sum(axis=-1)  # (R', C') allowed cells per block
+    sums = np.nansum(tiles, axis=-1, dtype=np.float64)  # (R', C')
     empty = counts == 0
-    return np.where(empty, np.nan, sums / np.maximum(counts, 1)), empty, block
+    means = np.where(empty, np.nan, sums / np.maximum(counts, 1))
+    return (tiles[..., 0] if block == 1 else means), empty, block
 
 
 def block_extremes(values: np.ndarray, mask: np.ndarray | None, max_side: int) -> tuple[np.ndarray, np.ndarray, int]:
     """Like ``block_means``, but each display cell is the allowed value of largest magnitude in its
     block, sign kept: a difference map's display copy never hides its worst cell."""
-    rows, cols = values.shape
-    block = max(1, math.ceil(max(rows, cols) / max_side))
-    blocked = blocked_cells(values, mask)
-    if block == 1:
-        return np.where(blocked, np.nan, values), blocked, 1
-    pad_r, pad_c = -rows % block, -cols % block
-    padded = np.pad(np.where(blocked, np.nan, values), ((0, pad_r), (0, pad_c)), constant_values=np.nan)
-    shape = (padded.shape[0] // block, block, padded.shape[1] // block, block)
-    tiles = padded.reshape(shape).transpose(0, 2, 1, 3).reshape(shape[0], shape[2], -1)  # (R', C', b*b)
+    tiles, block = _block_tiles(values, mask, max_side)
     empty = np.isnan(tiles).all(axis=-1)
     where = np.argmax(np.nan_to_num(np.abs(tiles), nan=-1.0), axis=-1)  # (R', C') index of the largest |value|
     extremes = np.take_along_axis(tiles, where[..., None], axis=-1)[..., 0]

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-import numpy as np
 import streamlit as st
 
 from attention_core.pairs import PAIRS, find_token, most_changed_query, pair_rows
@@ -92,15 +91,9 @@ def render(trace: ModelTrace, settings: Settings) -> None:
             icon=":material/link_off:",
         )
     fig = pair_figure(rows, query_label=trace.tokens[query], names=("first text", "second text"), theme=settings.theme)
-    data = (
-        np.stack([rows.first, rows.second, rows.difference], axis=1),
-        list(rows.labels),
-        ["first text", "second text", "second - first"],
-    )
-    figure(fig, "pairs", data)
-    shared = np.isfinite(rows.difference)
-    if rows.query_second is not None and shared.any():
-        j = int(np.nanargmax(np.abs(np.where(shared, rows.difference, np.nan))))
+    figure(fig, "pairs", rows.table())
+    j = rows.largest_change()
+    if j is not None:
         st.caption(
             f"Attention that moved: {rows.changed_mass:.3f} of the row (half the L1 distance, counting keys only "
             f"one text has). Largest change on a shared key: '{plain(rows.labels[j], 40)}' "
