@@ -18,7 +18,7 @@ import pytest
 
 from attention_core import __main__ as cli
 from attention_core.pretrained import bundled
-from attention_core.pretrained.testing import build_tiny_model
+from tests.tiny_models import build_tiny_model
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 from streamlit.testing.v1 import AppTest
 
 from attention_core import device as device_module
-from attention_core.pretrained.testing import build_tiny_model
 from attention_core.request import LIMITS, MASKS, SCALINGS, TraceRequest
+from tests.tiny_models import build_tiny_model
 from ui import compute
 from ui.settings import UI_RANGES, Settings, from_query_params, to_query_params
 

@@ -23,8 +23,8 @@ from attention_core import ProjectionWeights, init_weights
 from attention_core import __main__ as cli
 from attention_core.kvcache import attention_macs, cache_bytes, kv_cache_decode, kv_cache_scratch, kv_groups
 from attention_core.pretrained import capture, load_model
-from attention_core.pretrained.testing import build_tiny_model
 from attention_core.pretrained.tokens import Tokens
+from tests.tiny_models import build_tiny_model
 
 ROOT = Path(__file__).resolve().parents[1]
 TOL = 1e-5

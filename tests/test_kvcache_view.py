@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from attention_core.kvcache import kv_cache_decode
 from attention_core.pretrained import load_model
-from attention_core.pretrained.testing import build_tiny_model
+from tests.tiny_models import build_tiny_model
 from ui.store import Store
 from viz.kvcache import cached_labels, kv_cache_figure
 

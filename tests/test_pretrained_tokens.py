@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from attention_core.pretrained import load_model, tokenize
-from attention_core.pretrained.testing import build_tiny_model, byte_level_tokenizer, wordpiece_tokenizer
 from attention_core.pretrained.tokens import CONTINUATION, token_label, tokenize_text
+from tests.tiny_models import build_tiny_model, byte_level_tokenizer, wordpiece_tokenizer
 
 
 def test_wordpiece_labels_and_offsets():

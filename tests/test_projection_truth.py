@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from attention_core.pipeline import run_trace
-from attention_core.pretrained.testing import build_tiny_model
 from attention_core.request import TraceRequest
+from tests.tiny_models import build_tiny_model
 from viz.export import export_trace
 from viz.views import figures_for_trace
 

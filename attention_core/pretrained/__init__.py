@@ -30,8 +30,9 @@ Public API
 
 Files: errors.py (ModelLoadError), paths.py (local folders, models_dir), network.py (hub reachable?),
 bundled.py (bundled models, SmolLM2 conversion cache), families.py (where attention lives per
-architecture), loading.py, tokens.py, capture.py (hooks), replay.py, verify.py (CLI), bench.py,
-testing.py (tiny random models of each family for tests).
+architecture), loading.py, tokens.py, capture.py (hooks), replay.py, verify.py (CLI).
+Elsewhere: tiny random models of each family for tests in tests/tiny_models.py; the capture + replay
+benchmark in benchmarks/models.py.
 """
 
 from .bundled import BUNDLED_MODELS, DEFAULT_MODEL, bundled_folder, cache_root

@@ -1,4 +1,4 @@
-"""Tiny random models of each family, saved as real Hugging Face folders, for tests and demos.
+"""Tiny random models of each family, saved as real Hugging Face folders, for tests.
 
 ``build_tiny_model("llama", folder)`` writes config, safetensors weights and a small tokenizer in
 well under a second, no network needed. Weights are redrawn with a larger spread than the usual
