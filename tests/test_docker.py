@@ -1,7 +1,7 @@
 """The Docker image, as a user gets it: it builds, becomes healthy, serves the page, and a browser renders a chart.
 
 The heavy lifting (a private dockerd, a stand-in python:3.11-slim base image made with debootstrap because no
-registry is reachable, the local CPU torch wheel served to the build) is in scripts/docker_test_env.py; the
+registry is reachable, the local CPU torch wheel served to the build) is in tests/docker_env.py; the
 Dockerfile is built as it is. The first run on a machine takes about a minute longer (apt-get install docker.io
 debootstrap chromium, one debootstrap whose tarball is cached under ~/.cache/attention-lens/docker-base).
 Skips, with the reason, where that is impossible (not root, not Linux, no apt-get). Numbers (build time, image
@@ -12,29 +12,18 @@ Cheap static checks of the same files (config.toml, compose.yaml, nginx.conf, .d
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 
+from tests import docker_env as dte
+
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "artifacts" / "docker"
-
-
-def _load_helper():
-    spec = importlib.util.spec_from_file_location("docker_test_env", REPO / "scripts" / "docker_test_env.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
-dte = _load_helper()
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -1,10 +1,11 @@
 """Build and run the Attention Lens Docker image on a machine with no running Docker engine and no registry.
 
-tests/test_docker.py uses this module; it also runs by hand (as root):
+Test infrastructure: tests/test_docker.py imports it (``from tests import docker_env``); it also runs by
+hand, as root, from the repository root:
 
-    python scripts/docker_test_env.py                 # build, run, check health, print the numbers
-    python scripts/docker_test_env.py --browser       # ... and render a chart in headless Chromium
-    python scripts/docker_test_env.py --keep-running  # leave the container up until Ctrl-C
+    python -m tests.docker_env                 # build, run, check health, print the numbers
+    python -m tests.docker_env --browser       # ... and render a chart in headless Chromium
+    python -m tests.docker_env --keep-running  # leave the container up until Ctrl-C
 
 What it does, without changing the Dockerfile:
 1. installs Debian's docker.io and debootstrap if missing (apt-get; needs root);
