@@ -1,4 +1,5 @@
-"""Command line: ``python -m viz export --text "..." --out DIR --format png,svg,html,csv``.
+"""Command line: ``python -m viz export --text "..." --out DIR --format png,svg,html,csv``;
+``python -m viz lesson --text "..." [--model M] [--layer L] [--head H] --out DIR`` (``viz.lesson``).
 
 A composition root: it builds ``attention_core.pipeline.TraceRequest`` from the arguments (and an
 optional ``--settings`` JSON file or string), runs ``run_trace``, and hands the trace to
@@ -69,6 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--theme", default="slides", choices=THEMES)
     export.add_argument("--out", required=True, help="output folder")
     export.add_argument("--format", default=",".join(FORMATS), help="comma-separated: png,svg,html,csv")
+    lesson = commands.add_parser("lesson", help="write DIR/lesson.html (offline slide deck) and DIR/lesson.pdf")
+    lesson.add_argument("--text", help="the sentence the lesson walks through")
+    lesson.add_argument("--model", help="model name (as the app names it)")
+    lesson.add_argument("--layer", type=int, help="layer index")
+    lesson.add_argument("--head", type=int, help="head index")
+    lesson.add_argument("--settings", help="JSON file or inline JSON object of TraceRequest fields")
+    lesson.add_argument("--out", required=True, help="output folder")
+    lesson.add_argument("--no-pdf", action="store_true", help="write the HTML only")
     return parser
 
 
@@ -99,10 +108,67 @@ def run_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_lesson(args: argparse.Namespace) -> int:
+    """``python -m viz lesson``: bad input (empty text, a layer or head the model lacks, a model that does
+    not load) is one line on stderr and exit code 2, never a traceback."""
+    from attention_core import lab
+    from attention_core.pipeline import TraceRequest, run_trace
+    from attention_core.readouts import step_readouts
+
+    from .lesson import write_lesson
+
+    fields, notices = typed_fields(TraceRequest, request_fields(args))
+    for notice in notices:
+        print(f"warning: {notice}", file=sys.stderr)
+    request = TraceRequest(**fields)
+    if not request.text.strip():
+        print("error: the text is empty: give --text with a sentence to build the lesson on.", file=sys.stderr)
+        return 2
+    try:
+        trace = run_trace(request)
+    except ValueError as error:  # ModelLoadError, text that gives no tokens: the message says what to do
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    facts = trace.facts
+    if trace.layer != request.layer:
+        print(
+            f"error: {facts.name} has {facts.num_layers} layers (0..{facts.num_layers - 1}); "
+            f"there is no layer {request.layer}. Choose --layer 0..{facts.num_layers - 1}.",
+            file=sys.stderr,
+        )
+        return 2
+    if trace.head != request.head:
+        heads = trace.core.num_heads
+        print(
+            f"error: layer {trace.layer} of {facts.name} has {heads} heads (0..{heads - 1}); "
+            f"there is no head {request.head}. Choose --head 0..{heads - 1}.",
+            file=sys.stderr,
+        )
+        return 2
+    for notice in trace.notices:  # e.g. the text was cut to the token limit (the first slide says so too)
+        print(f"note: {notice}", file=sys.stderr)
+    head = trace.core.head(trace.head)
+    files = write_lesson(
+        trace,
+        args.out,
+        pdf=not args.no_pdf,
+        text=request.text,
+        readouts=step_readouts(head),
+        temperature=lab.head_temperature_curve(head) if head.mask.any() else None,
+    )
+    if files.message:
+        print(f"warning: {files.message}", file=sys.stderr)
+    wrote = [str(files.html)] + ([str(files.pdf)] if files.pdf else [])
+    print(f"wrote a {files.slides}-slide lesson: {', '.join(wrote)}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "export":
         return run_export(args)
+    if args.command == "lesson":
+        return run_lesson(args)
     return 2
 
 
