@@ -6,9 +6,10 @@ import streamlit as st
 
 from attention_core.readouts import step_readouts
 from attention_core.traces import ModelTrace
+from viz.labels import plain_labels
 from viz.views import matrices_for_trace
 
-from .. import compute
+from .. import compute, display, live_temperature
 from ..settings import Settings
 from .common import figure
 
@@ -58,6 +59,9 @@ def _place(trace: ModelTrace, settings: Settings, names: tuple[str, ...], data: 
         show_values=settings.show_values or None,
         only=names,
     )
+    if "weights" in figs and display.active(settings):  # hidden specials / words / own range: said in the title
+        figs, data = dict(figs), dict(data)
+        figs["weights"], data["weights"] = display.weights_view(trace, settings)
     slots = st.columns(len(figs)) if columns and len(figs) > 1 else [st.container() for _ in figs]
     for slot, (name, fig) in zip(slots, figs.items(), strict=True):
         with slot:
@@ -76,6 +80,7 @@ def _step(trace, settings, names, data, *, drawer: str | None = None, columns: b
 
 
 def render(trace: ModelTrace, settings: Settings) -> None:
+    live_temperature.follow_release()
     h = trace.head
     data = matrices_for_trace(trace, "derivation", head=h)
     head = trace.core.head(h)
@@ -167,6 +172,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         f"Row sums from {r['row_sum_min']:.6f} to {r['row_sum_max']:.6f}. Mean entropy {r['entropy']:.3f} nats "
         f"(uniform over the allowed keys: {r['max_entropy']:.3f}); mean largest weight {r['max_weight']:.3f}."
     )
+    live_temperature.section(head, plain_labels(trace.tokens), settings.query, fill=settings.fill, view="derivation")
 
     st.markdown("**7. Weighted sum**: each output row mixes the value vectors by those weights.")
     st.latex(r"O = AV = \mathrm{softmax}(\tilde{S})\,V")

@@ -1,0 +1,263 @@
+"""The live temperature (issue 16): the browser's softmax against the core's, and the release path.
+
+1. The component's own JavaScript, run in headless Chromium, gets the arguments the app sends
+   (``ui.live_temperature.payload`` of a head traced by the core at one temperature) and recomputes
+   softmax(QK^T / t) at other temperatures. The reference is the core's
+   ``scaled_dot_product_attention`` run at scale 1/t with the same mask: weights and row entropies
+   within 1e-6, for a boolean mask with an all-blocked row (-inf fill: that row is all zeros), the
+   -1e9 fill (the all-blocked row leaks: uniform), and an ALiBi-like bias added after scaling.
+2. The component's protocol, with the page as its own parent: componentReady, a render, a drag of
+   the range input (frames drawn, nothing sent), a release (one setComponentValue with t on the
+   sidebar slider's step).
+3. The release path on the server (AppTest cannot run a custom component): the handler puts t into
+   the settings; the derivation and query views render with the component present and then use t.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from attention_core.analysis import row_entropy
+from attention_core.sdpa import scaled_dot_product_attention
+from attention_core.traces import HeadTrace
+from tests.browser import CHROMIUM_ARGS, chromium_path
+from ui import live_temperature as lt
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+INDEX = lt.FOLDER / "index.html"
+N = 32
+TEXT = "The cat sat on the mat because it was tired."
+
+
+# --------------------------------------------------------------------------- the core as reference
+
+
+def _inputs(seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(N, 16, generator=g) * 2.0  # (L, E) large enough that softmax is far from uniform
+    k = torch.randn(N, 16, generator=g) * 2.0  # (S, E)
+    v = torch.randn(N, 8, generator=g)  # (S, Ev)
+    allowed = torch.rand(N, N, generator=g) > 0.25  # (L, S) about a quarter of the cells blocked
+    allowed[5] = False  # query 5 may see no key at all
+    allowed[:, 0] = allowed[:, 0] | (torch.arange(N) != 5)  # every other row keeps a key
+    return q, k, v, allowed
+
+
+def _attn_mask(allowed: torch.Tensor, kind: str) -> torch.Tensor:
+    if kind == "bool":
+        return allowed
+    if kind == "-1e9":
+        return torch.zeros(allowed.shape).masked_fill(~allowed, -1e9)
+    distance = (torch.arange(N)[:, None] - torch.arange(N)[None, :]).abs().float()  # (L, S) |i - j|
+    return (-0.37 * distance).masked_fill(~allowed, float("-inf"))  # ALiBi-like: bias, -inf where blocked
+
+
+def _core(q, k, v, attn_mask, t: float):
+    return scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=1.0 / t)
+
+
+def _head(trace, allowed: torch.Tensor) -> HeadTrace:
+    def np32(x):
+        return x.detach().numpy().astype(np.float32)
+
+    return HeadTrace(
+        q=np.zeros((N, 16), np.float32),
+        k=np.zeros((N, 16), np.float32),
+        v=np.zeros((N, 8), np.float32),
+        scores=np32(trace.scores),
+        scaled=np32(trace.scaled),
+        masked=np32(trace.masked),
+        weights=np32(trace.weights),
+        output=np32(trace.output),
+        mask=allowed.numpy(),
+        scale=trace.scale,
+    )
+
+
+def _js_args(args: dict) -> dict:
+    """The payload as JSON for page.evaluate: bytes as base64 (the page turns them into Uint8Array)."""
+    return {k: base64.b64encode(v).decode() if isinstance(v, bytes) else v for k, v in args.items()}
+
+
+TO_BYTES = """(a) => { const out = {...a};
+  for (const k of ['scores', 'allowed', 'added']) if (typeof a[k] === 'string')
+    out[k] = Uint8Array.from(atob(a[k]), c => c.charCodeAt(0));
+  return out; }"""
+
+
+# --------------------------------------------------------------------------- browser
+
+
+@pytest.fixture(scope="module")
+def page():
+    path = chromium_path()
+    if not path:
+        pytest.skip("Debian chromium is not installed (make test installs it: apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
+        pg = browser.new_page(viewport={"width": 900, "height": 900})
+        pg.add_init_script(
+            "window.__sent = []; window.addEventListener('message', e => "
+            "{ if (e.data && e.data.isStreamlitMessage) window.__sent.push(e.data); });"
+        )
+        pg.goto(INDEX.as_uri())
+        pg.wait_for_function("window.liveTemperature !== undefined")
+        yield pg
+        browser.close()
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("kind", ["bool", "-1e9", "alibi"])
+def test_browser_softmax_matches_the_core(page, kind):
+    q, k, v, allowed = _inputs()
+    attn_mask = _attn_mask(allowed, kind)
+    served_t = 4.0  # the temperature the server traced at; the browser rescales from its payload
+    args = lt.payload(_head(_core(q, k, v, attn_mask, served_t), allowed), "-1e9" if kind == "-1e9" else "-inf")
+    assert (args["added"] is not None) == (kind == "alibi")  # only a bias after scaling is sent as floats
+    assert args["temperature"] == pytest.approx(served_t)
+    for t in (0.3, 1.0, served_t, 5.7, 40.0):
+        got = page.evaluate(f"(a) => LiveTemperature.compute(({TO_BYTES})(a), {t})", _js_args(args))
+        ref = _core(q, k, v, attn_mask, t).weights  # (L, S) float32, the core's softmax at scale 1/t
+        ref_entropy = row_entropy(ref.double())  # (L,) nats
+        weights, entropy = np.array(got["weights"]), np.array(got["entropy"])
+        assert np.abs(weights - ref.numpy()).max() < 1e-6, (kind, t)
+        assert np.abs(entropy - ref_entropy.numpy()).max() < 1e-6, (kind, t)
+        if kind == "-1e9":  # the classic leak: the all-blocked row spreads its weight over hidden keys
+            assert weights[5].sum() == pytest.approx(1.0, abs=1e-6)
+            if t == 40.0:  # small scores vanish next to -1e9 in float32: exactly uniform
+                np.testing.assert_allclose(weights[5], 1.0 / N, atol=1e-7)
+        else:  # -inf: it attends to nothing, as the core
+            assert not weights[5].any() and entropy[5] == 0.0
+        assert not weights[~allowed.numpy() & (np.arange(N) != 5)[:, None]].any()  # blocked keys get 0 (but row 5)
+
+
+@pytest.mark.browser
+def test_browser_drag_draws_and_release_sends_once(page):
+    q, k, v, allowed = _inputs(1)
+    args = lt.payload(_head(_core(q, k, v, allowed, 4.0), allowed), "-inf")
+    args.update(labels=[f"tok{i}" for i in range(N)], query=3, t_min=0.1, t_max=64.0, step=0.1, applied=None)
+    page.evaluate("window.__sent.length = 0")
+    page.evaluate(
+        f"(a) => window.postMessage({{type: 'streamlit:render', args: ({TO_BYTES})(a), theme: {{}}}}, '*')",
+        _js_args(args),
+    )
+    page.wait_for_function("window.liveTemperature.frames > 0")
+    assert page.evaluate("window.liveTemperature.t") == pytest.approx(4.0)  # at rest: the server's value
+    before = page.evaluate("window.liveTemperature.frames")
+    box = page.locator("input.lt-range").bounding_box()
+    y = box["y"] + box["height"] / 2
+    page.mouse.move(box["x"] + box["width"] * 0.6, y)
+    page.mouse.down()
+    for step in range(12):  # drag towards the low end: sharper rows
+        page.mouse.move(box["x"] + box["width"] * (0.6 - 0.04 * step), y)
+        page.wait_for_timeout(20)
+    drawn = page.evaluate("window.liveTemperature.frames") - before
+    sent = page.evaluate("window.__sent.filter(m => m.type === 'streamlit:setComponentValue').length")
+    assert drawn >= 3 and sent == 0  # redrawn while moving; nothing leaves the browser
+    t_drag = page.evaluate("window.liveTemperature.t")
+    assert t_drag < 4.0
+    # what the widget drew at the handle's t equals the core at that t
+    drawn_weights = np.array(page.evaluate("Array.from(window.liveTemperature.out.weights)")).reshape(N, N)
+    ref = _core(q, k, v, allowed, t_drag).weights.numpy()
+    assert np.abs(drawn_weights - ref).max() < 1e-6
+    page.mouse.up()
+    page.wait_for_function("window.__sent.some(m => m.type === 'streamlit:setComponentValue')")
+    values = page.evaluate("window.__sent.filter(m => m.type === 'streamlit:setComponentValue')")
+    assert len(values) == 1 and values[0]["dataType"] == "json"
+    released = values[0]["value"]
+    assert released["temperature"] == pytest.approx(t_drag)
+    assert lt.released_temperature(released) == pytest.approx(t_drag)  # already on the slider's 0.1 grid
+    assert "recomputing" in page.locator(".lt-status").inner_text()
+    # the server answers with the new temperature: the preview becomes the server's value
+    args.update(temperature=lt.released_temperature(released), applied=released["nonce"])
+    page.evaluate(
+        f"(a) => window.postMessage({{type: 'streamlit:render', args: ({TO_BYTES})(a), theme: {{}}}}, '*')",
+        _js_args(args),
+    )
+    page.wait_for_function("window.liveTemperature.pending === null")
+    assert "server's value" in page.locator(".lt-status").inner_text()
+    types = page.evaluate("window.__sent.map(m => m.type)")
+    assert "streamlit:setFrameHeight" in types
+
+
+@pytest.mark.browser
+def test_browser_ready_message(page):
+    page.evaluate("window.__sent.length = 0")
+    page.reload()
+    page.wait_for_function("window.__sent.some(m => m.type === 'streamlit:componentReady')")
+    ready = page.evaluate("window.__sent.find(m => m.type === 'streamlit:componentReady')")
+    assert ready["apiVersion"] == 1
+
+
+# --------------------------------------------------------------------------- the server side
+
+
+def test_released_temperature_lands_on_the_slider():
+    assert lt.released_temperature({"temperature": 2.3000000000000003, "nonce": 1}) == 2.3
+    assert lt.released_temperature(7.04) == 7.0
+    assert lt.released_temperature({"temperature": 1e6}) == 64.0  # the sidebar slider's range
+    assert lt.released_temperature({"temperature": 0.0}) == 0.1
+    for bad in (None, {}, {"temperature": "x"}, {"temperature": float("nan")}, True, [1.0]):
+        assert lt.released_temperature(bad) is None
+
+
+def test_apply_release_sets_the_scaling():
+    state: dict = {"scaling": "sqrt_dk", "temperature": 8.0}
+    assert lt.apply_release(state, {"temperature": 2.5, "nonce": 3}) == 2.5
+    assert state == {"scaling": "custom", "temperature": 2.5, lt.RELEASED: True}
+    state = {"scaling": "none"}
+    assert lt.apply_release(state, None) is None and state == {"scaling": "none"}
+
+
+def test_payload_sends_floats_only_for_a_bias():
+    q, k, v, allowed = _inputs()
+    args = lt.payload(_head(_core(q, k, v, allowed, 2.0), allowed), "-inf")
+    assert args["n"] == args["s"] == N and args["added"] is None
+    assert len(args["scores"]) == 4 * N * N and len(args["allowed"]) == N * N
+    assert np.array_equal(np.frombuffer(args["allowed"], np.uint8).reshape(N, N), allowed.numpy())
+    assert json.dumps({k: v for k, v in args.items() if not isinstance(v, bytes)})  # the rest is JSON
+
+
+@pytest.fixture(scope="module")
+def app():
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(APP, default_timeout=300)
+    at.query_params.update({"text": TEXT, "max_tokens": "16"})
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def _components(at) -> list:
+    return [e for e in at.get("component_instance") if e.proto.component_name.endswith("live_temperature")]
+
+
+@pytest.mark.parametrize("view", ["derivation", "query"])
+def test_views_render_the_component_and_follow_a_release(app, view):
+    at = app
+    at.segmented_control(key="view").set_value(view).run()
+    assert not at.exception and not at.error, [e.message for e in at.exception]
+    found = _components(at)
+    assert len(found) == 1
+    sent = json.loads(found[0].proto.json_args)
+    assert sent["n"] == sent["s"] > 0 and sent["fill"] == "-inf" and len(sent["labels"]) == sent["n"]
+    assert sent["temperature"] == pytest.approx(32**0.5)  # MiniLM's own 1/sqrt(d_k): t = sqrt(32)
+    # What the component's release callback does, then the next run: the whole app at t = 2.5.
+    lt.apply_release(at.session_state, {"temperature": 2.5, "nonce": 1.0})
+    at.run()
+    assert not at.exception and not at.error, [e.message for e in at.exception]
+    assert at.session_state["scaling"] == "custom" and at.session_state["temperature"] == 2.5
+    assert lt.RELEASED not in at.session_state
+    sent = json.loads(_components(at)[0].proto.json_args)
+    assert sent["temperature"] == pytest.approx(2.5)  # the server traced at the released t
+    at.session_state["scaling"] = "sqrt_dk"  # back for the next case
+    at.run()

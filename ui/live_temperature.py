@@ -1,0 +1,141 @@
+"""Live temperature: the selected head's softmax redrawn in the browser while a slider moves (issue 16).
+
+The component (``ui/components/live_temperature/``, plain JavaScript shipped with the app, no CDN)
+gets the head's raw scores QK^T once and recomputes softmax(QK^T / t) with the same float32 steps
+as the core on every frame of a drag: the heatmap, the row entropies and one query's weights, with
+no server round trip. Only on release does it send t back: ``apply_release`` turns the scaling to
+"divide by temperature" at that t, and the app reruns in full so the server's exact figures replace
+the preview.
+
+What the browser gets (``payload``): scores as float32 bytes (L*S), which keys each query may see as
+one byte per cell, and, only when the head adds something after scaling besides the mask (ALiBi),
+that additive term as float32 bytes. About 5 bytes per cell: 330 KB at 256 tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import MutableMapping
+from pathlib import Path
+
+import numpy as np
+import plotly.colors
+import streamlit as st
+import streamlit.components.v1 as components
+
+from attention_core.traces import HeadTrace
+from viz.theme import MASK_COLOUR, SEQUENTIAL
+
+from .settings import UI_RANGES
+
+FOLDER = Path(__file__).resolve().parent / "components" / "live_temperature"
+_component = components.declare_component("live_temperature", path=str(FOLDER))
+
+RELEASED = "_live_temperature_released"  # set by the release callback: the next run of the view reruns the app
+STEP = 0.1  # the sidebar's temperature slider step: a released t lands on it, so both show the same value
+OPEN_UP_TO = 64  # tokens: the section starts open up to here, above it sends its matrix only once opened
+
+
+def released_temperature(value) -> float | None:
+    """The t a release sends back ({"temperature": t, ...} or a bare number), on the sidebar slider's
+    step and inside its range; None when it holds no usable number."""
+    if isinstance(value, dict):
+        value = value.get("temperature")
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        return None
+    try:
+        t = float(value)
+    except ValueError:
+        return None
+    if not math.isfinite(t):
+        return None
+    low, high = UI_RANGES["temperature"]
+    t = round(round(t / STEP) * STEP, 10)  # 2.3000000000000003 -> 2.3
+    return min(max(t, low), high)
+
+
+def apply_release(state: MutableMapping, value) -> float | None:
+    """Write a released t into the settings (``state`` is st.session_state): scaling "custom" at t.
+
+    Returns t, or None (nothing changed) when ``value`` holds no number. Also marks the release so the
+    view asks for a full rerun (the slider lives in the view's fragment; the trace is computed outside).
+    """
+    t = released_temperature(value)
+    if t is None:
+        return None
+    state["scaling"] = "custom"
+    state["temperature"] = t
+    state[RELEASED] = True
+    return t
+
+
+def follow_release() -> None:
+    """Call first in a view that shows the section: after a release, rerun the whole app at once
+    (the view's fragment alone would keep the trace of the old temperature)."""
+    if st.session_state.pop(RELEASED, False):
+        st.rerun(scope="app")
+
+
+def payload(head: HeadTrace, fill: str) -> dict:
+    """The component's numeric arguments for one head: scores, allowed keys, the additive term if any."""
+    if head.scores is None or head.scaled is None or head.masked is None:
+        raise ValueError("this head has no scores (the real model returns only its weights)")
+    scores = np.ascontiguousarray(head.scores, dtype=np.float32)  # (L, S)  q_i . k_j
+    num_queries, num_keys = scores.shape
+    allowed = np.broadcast_to(head.mask, scores.shape)  # (L, S) True = may attend
+    added = head.masked.astype(np.float64) - head.scaled.astype(np.float64)  # (L, S) bias; -inf / -1e9 where blocked
+    with np.errstate(invalid="ignore"):
+        bias = np.any(added[allowed] != 0.0)  # ALiBi: something besides the mask is added after scaling
+    return {
+        "n": int(num_queries),
+        "s": int(num_keys),
+        "scores": scores.tobytes(),
+        "allowed": np.ascontiguousarray(allowed, dtype=np.uint8).tobytes(),
+        "added": added.astype(np.float32).tobytes() if bias else None,
+        "fill": "-1e9" if fill == "-1e9" else "-inf",
+        "temperature": 1.0 / float(head.scale),  # the t the server's figures use now
+        "d_k": int(head.q.shape[-1]),
+    }
+
+
+def _on_release(key: str) -> None:
+    apply_release(st.session_state, st.session_state.get(key))
+
+
+def section(head: HeadTrace, labels: list[str], query: int, *, fill: str, view: str) -> None:
+    """A drawer "Live temperature (in your browser)" with the component, for the head on screen."""
+    n = len(labels)
+    box = st.expander(
+        "Live temperature (in your browser)",
+        expanded=n <= OPEN_UP_TO,
+        key=f"open_live_temperature_{view}",
+        on_change="rerun",
+    )
+    if not box.open:
+        return
+    with box:
+        st.caption(
+            "Drag to divide this head's scores QKᵀ by another temperature t: your browser redraws its softmax, "
+            "the row entropies and one query's weights as the handle moves (click a row to pick the query). "
+            "On release the scaling becomes ÷ temperature at that t and the page's exact numbers replace the preview."
+        )
+        if head.scores is None:
+            st.caption("This head has no raw scores to rescale.")
+            return
+        key = f"live_temperature_{view}"
+        last = st.session_state.get(key)
+        low, high = UI_RANGES["temperature"]
+        _component(
+            **payload(head, fill),
+            labels=[str(label) for label in labels],
+            query=int(min(max(query, 0), n - 1)),
+            t_min=low,
+            t_max=high,
+            step=STEP,
+            colorscale=plotly.colors.get_colorscale(SEQUENTIAL),
+            mask_colour=MASK_COLOUR,
+            applied=last.get("nonce") if isinstance(last, dict) else None,
+            key=key,
+            default=None,
+            on_change=lambda: _on_release(key),
+        )
