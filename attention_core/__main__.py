@@ -1,4 +1,8 @@
-"""Command line: ``python -m attention_core {verify,bench,analysis} ...`` (a composition root)."""
+"""Command line: ``python -m attention_core {verify,tiled,kvcache} ...`` (a composition root).
+
+Benchmarks live in ``benchmarks/`` (``python -m benchmarks``; the quick core-vs-torch table is
+``python -m benchmarks.core_sdpa``): the core never imports them.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +11,12 @@ import sys
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from . import bench, kvcache, tiled
+    from . import kvcache_cli, tiled
     from .pretrained import verify
 
     parser = argparse.ArgumentParser(
         prog="python -m attention_core",
-        description="Attention Lens core: verify the from-scratch attention against a real model, benchmark it.",
+        description="Attention Lens core: verify the from-scratch attention against a real model, tile it, cache it.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     verify_parser = sub.add_parser(
@@ -20,9 +24,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     verify.add_arguments(verify_parser)
     verify_parser.set_defaults(run=verify.run)
-    bench_parser = sub.add_parser("bench", help="time the core against torch's SDPA (math and default backends)")
-    bench.add_arguments(bench_parser)
-    bench_parser.set_defaults(run=bench.run)
     tiled_parser = sub.add_parser(
         "tiled", help="attention tile by tile (online softmax) against the full core: difference, peak memory, time"
     )
@@ -31,8 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
     kvcache_parser = sub.add_parser(
         "kvcache", help="greedy decoding step by step with a key/value cache, checked against a full pass"
     )
-    kvcache.add_arguments(kvcache_parser)
-    kvcache_parser.set_defaults(run=kvcache.run)
+    kvcache_cli.add_arguments(kvcache_parser)
+    kvcache_parser.set_defaults(run=kvcache_cli.run)
     return parser
 
 

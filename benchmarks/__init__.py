@@ -12,6 +12,10 @@ One module per section (each has ``run(cfg) -> SectionResult``):
 5. ``peer``             bertviz head_view / model_view vs the app's equivalent views: HTML size, browser time
 6. ``limit``            achieved GFLOP/s of the core vs plain matmuls
 
+Quick tables without the report, one module each: ``python -m benchmarks.core_sdpa`` (any device, causal or
+not), ``python -m benchmarks.models`` (capture + replay vs forward), ``python -m benchmarks.training_lab`` (the
+training lab's run time, attention vs RNN/GRU). Every compute timing goes through ``common.interleaved``.
+
 Helpers: ``common`` (config, interleaved timing, tables, machine facts), ``memory`` (kernel-counted peak
 memory in a child process), ``jslibs`` (bertviz's JavaScript from npm, served through page.route),
 ``plots`` (plotly figures -> PNG), ``report`` (REPORT.md and results/*.json).

@@ -28,7 +28,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = Path(__file__).resolve().parent
-PARAGRAPH = (  # the same text as attention_core/pretrained/bench.py, repeated to reach n tokens
+PARAGRAPH = (  # the text every model benchmark reads, repeated to reach n tokens
     "Attention lets every token look at every other token and decide how much each one matters. "
     "The query asks, the keys answer, and the values carry what is passed along. "
 )
@@ -85,8 +85,15 @@ class SectionResult:
 # ---------------------------------------------------------------- timing
 
 
-def interleaved(fns: dict[str, Callable[[], Any]], repeats: int, warmup: int = 1) -> dict[str, list[float]]:
-    """Seconds of each call, ``repeats`` rounds, the order reversed every other round (after ``warmup`` rounds)."""
+def interleaved(
+    fns: dict[str, Callable[[], Any]], repeats: int, warmup: int = 1, clock: Callable[[], float] = time.perf_counter
+) -> dict[str, list[float]]:
+    """Seconds of each call, ``repeats`` rounds, the order reversed every other round (after ``warmup`` rounds).
+
+    The timer of every compute benchmark here (core, models, limit, training lab). ``clock``: wall time by
+    default; ``time.process_time`` counts this process's CPU time only (steadier on a busy machine,
+    meaningful with one torch thread).
+    """
     names = list(fns)
     for _ in range(warmup):
         for name in names:
@@ -97,9 +104,9 @@ def interleaved(fns: dict[str, Callable[[], Any]], repeats: int, warmup: int = 1
         for name in names if round_index % 2 == 0 else names[::-1]:
             gc_was_on = gc.isenabled()
             gc.disable()
-            started = time.perf_counter()
+            started = clock()
             result = fns[name]()
-            elapsed = time.perf_counter() - started
+            elapsed = clock() - started
             del result  # free big outputs (the core's trace at n=4096 holds GBs) before the next call
             if gc_was_on:
                 gc.enable()

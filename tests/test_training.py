@@ -343,7 +343,6 @@ def test_timing_leaves_the_global_generator_alone():
     [
         ("attention_core/training.py", {"streamlit", "plotly"}),
         ("attention_core/recurrence.py", {"streamlit", "plotly"}),
-        ("attention_core/training_bench.py", {"streamlit", "plotly"}),
         ("viz/training.py", {"streamlit", "torch"}),
         ("ui/training_lab.py", {"torch", "numpy", "plotly"}),
     ],

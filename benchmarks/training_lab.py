@@ -1,39 +1,41 @@
 """Benchmark: how long the training lab takes at its defaults, and attention against RNN/GRU over n.
 
 Prints tables; asserts nothing (the machine may be shared and noisy, so each number is the best of
-``--repeats`` runs, the one least disturbed by other work).
+``--repeats`` runs, the one least disturbed by other work). Not a section of the report: run it alone.
 
-    python -m attention_core.training_bench [--threads 2] [--repeats 3] [--steps 300] [--d-k 256]
-                                            [--no-recurrence] [--device cpu]
+    python -m benchmarks.training_lab [--threads 2] [--repeats 3] [--steps 300] [--d-k 256]
+                                      [--no-recurrence] [--device cpu]
 """
 
 from __future__ import annotations
 
 import argparse
 import platform
-import time
 from collections import deque
 from dataclasses import replace
 
 import torch
 
-from .device import pick_device
-from .recurrence import time_sequence_models, timing_summary
-from .training import TrainingConfig, TrainingSnapshot, summarize, train_side_by_side, variants, verdict
+from attention_core.device import pick_device
+from attention_core.recurrence import time_sequence_models, timing_summary
+from attention_core.training import TrainingConfig, TrainingSnapshot, summarize, train_side_by_side, variants, verdict
+
+from .common import interleaved
 
 
 def time_side_by_side(config: TrainingConfig, repeats: int) -> tuple[float, tuple[TrainingSnapshot, ...]]:
     """Best wall time (s) of training both variants to the end in lockstep, and the last snapshots."""
-    best, last = float("inf"), ()
-    for _ in range(repeats):
-        start = time.perf_counter()
-        last = deque(train_side_by_side(variants(config)), maxlen=1)[0]
-        best = min(best, time.perf_counter() - start)
-    return best, last
+    last: list[TrainingSnapshot] = []
+
+    def train() -> None:
+        last[:] = deque(train_side_by_side(variants(config)), maxlen=1)[0]
+
+    seconds = interleaved({"train": train}, repeats, warmup=0)["train"]
+    return min(seconds), tuple(last)
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m attention_core.training_bench", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.training_lab", description=__doc__.split("\n")[0])
     parser.add_argument("--threads", type=int, default=None, help="torch.set_num_threads for this process")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--steps", type=int, default=TrainingConfig.steps)
