@@ -13,7 +13,7 @@ import streamlit as st
 from attention_core.device import configure_threads, pick_device
 from attention_core.pretrained import DEFAULT_MODEL, ModelLoadError
 from attention_core.request import MAX_TEXT_CHARS
-from ui import compute, export, header, sidebar, views
+from ui import compute, export, header, prefetch, sidebar, views
 from ui.settings import URL_TEXT_CHARS, VIEW_LABELS, VIEWS, from_query_params, to_query_params
 from ui.text import plain
 from ui.views import common as view_common
@@ -167,7 +167,14 @@ def replay_poll(slot, trace, request) -> None:
 @st.fragment
 def view_panel(trace, settings, head_slot) -> None:
     """Everything that only chooses what to look at (head, view, query, statistic) reruns only this part:
-    the trace is the cached one, nothing is recomputed, and only this panel is sent and redrawn."""
+    the trace is the cached one, nothing is recomputed, and only this panel is sent and redrawn.
+    Afterwards the neighbouring heads' figures are built in the background while nobody waits (ui.prefetch)."""
+    with prefetch.running():
+        _view_panel(trace, settings, head_slot)
+    prefetch.schedule()
+
+
+def _view_panel(trace, settings, head_slot) -> None:
     try:
         sidebar.head_slider(head_slot, trace.core.num_heads)
         view = (
@@ -202,7 +209,8 @@ def _went_wrong(err: Exception) -> None:
 
 
 try:
-    main()
+    with prefetch.running():
+        main()
 except compute.ServerBusy as err:
     st.warning(plain(str(err)), icon=":material/hourglass_top:")
 except Exception as err:  # last line of defence: a message, never a traceback in the page

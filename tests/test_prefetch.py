@@ -1,0 +1,90 @@
+"""ui.prefetch: after a view is drawn, the neighbouring heads' figures are built in the background,
+only while no script run is in progress, into the same store keys a click would use."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from ui import compute, prefetch
+from ui.store import Store
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+
+
+def test_neighbours_alternate_and_stay_in_range():
+    assert prefetch.neighbours(0, 12, 2) == [1, 2]
+    assert prefetch.neighbours(5, 12, 2) == [6, 4, 7, 3]
+    assert prefetch.neighbours(11, 12, 1) == [10]
+    assert prefetch.neighbours(0, 1, 3) == []
+
+
+def _job(head):
+    return ("figures", head), lambda: {"head": head}
+
+
+def test_schedule_builds_the_neighbours_once_the_server_is_idle(monkeypatch):
+    monkeypatch.setattr(prefetch, "NEIGHBOURS", 2)
+    store = Store(2**20)
+    with prefetch.running():  # a run in progress: nothing may be built yet
+        prefetch.note(store, _job, lambda value: 8, 5, 12)
+        assert prefetch.schedule() == 4
+        time.sleep(0.3)
+        assert len(store) == 0
+    assert prefetch.wait_idle(10)
+    assert {key[1] for key in store._entries} == {3, 4, 6, 7}
+    assert store.peek(("figures", 6)) == {"head": 6}
+    # a second schedule for the same call queues nothing: every neighbour is cached already
+    prefetch.note(store, _job, lambda value: 8, 5, 12)
+    assert prefetch.schedule() == 0
+
+
+def test_a_failing_build_is_skipped(monkeypatch):
+    monkeypatch.setattr(prefetch, "NEIGHBOURS", 1)
+    store = Store(2**20)
+
+    def job(head):
+        def build():
+            if head == 1:
+                raise ValueError("boom")
+            return head
+
+        return ("k", head), build
+
+    prefetch.note(store, job, lambda value: 8, 2, 4)
+    assert prefetch.schedule() == 2
+    assert prefetch.wait_idle(10)
+    assert store.peek(("k", 3)) == 3 and store.peek(("k", 1)) is None
+
+
+def test_off_when_no_neighbours(monkeypatch):
+    monkeypatch.setattr(prefetch, "NEIGHBOURS", 0)
+    prefetch.note(Store(1024), _job, lambda value: 8, 0, 12)
+    assert prefetch.schedule() == 0
+    assert threading.active_count() >= 1
+
+
+@pytest.mark.slow
+def test_the_next_head_is_a_store_hit_in_the_app(monkeypatch):
+    monkeypatch.setattr(prefetch, "NEIGHBOURS", 1)
+    compute.store().clear()
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.session_state["text"] = "A head change should find its figures already built."
+    at.run()
+    assert not at.exception and not at.error
+    assert prefetch.wait_idle(60)
+    keys = [key for key in compute.store()._entries if key[0] == "figures"]
+    assert {key[2] for key in keys} == {0, 1}, keys  # the head shown and its neighbour
+    built = {key for key in keys if key[2] == 1}
+    monkeypatch.setattr(prefetch, "NEIGHBOURS", 0)
+    misses = compute.store().misses
+    at.slider(key="head").set_value(1)
+    at.run()
+    assert not at.exception and not at.error
+    after = {key for key in compute.store()._entries if key[0] == "figures" and key[2] == 1}
+    assert after == built  # the click asked for exactly the prefetched keys ...
+    assert compute.store().misses == misses  # ... and built nothing

@@ -1,0 +1,122 @@
+"""The neighbouring heads' figures, built in the background while the server is idle.
+
+A head change reruns only the view (a fragment) and recomputes no numbers, but the figures of a head
+not seen before still have to be built: plotly's Python objects cost tens of milliseconds each, a
+few hundred for a view, on the click's path. After a view is drawn, ``schedule`` queues the same
+figure calls for the heads next to the one shown (h+1, h-1, h+2, h-2); one daemon thread builds them
+into the shared ``Store`` (the same keys, so a later click is a cache hit) and pauses whenever any
+script run of the server is in progress (``running``), so it only uses time nobody is waiting on.
+
+Nothing here changes a number: the prefetched figures are exactly what the click would have built.
+Pure Python (no streamlit): the store and the builders are handed in by ``ui.compute``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Hashable
+from typing import Any
+
+NEIGHBOURS = int(os.environ.get("ATTENTION_LENS_PREFETCH_HEADS", "2"))  # heads on each side; 0 turns it off
+QUEUE_MAX = 64  # jobs waiting; older ones are dropped first (the page has moved on)
+IDLE_POLL_S = 0.05
+
+# job(head) -> (key, build): the store key and the builder of one figure call at that head
+Job = Callable[[int], tuple[Hashable, Callable[[], Any]]]
+
+_lock = threading.Lock()
+_active = 0  # script runs in progress in this server
+_queue: deque = deque(maxlen=QUEUE_MAX)
+_worker: threading.Thread | None = None
+_noted = threading.local()  # the figure calls of the script run on this thread
+built = 0  # figure calls built in the background (tests and the benchmark read it)
+
+
+@contextlib.contextmanager
+def running():
+    """Mark a script run in progress: the background builder waits until none is."""
+    global _active
+    with _lock:
+        _active += 1
+    try:
+        yield
+    finally:
+        with _lock:
+            _active -= 1
+
+
+def note(store, job: Job, size: Callable[[Any], int], head: int, num_heads: int) -> None:
+    """Remember one figure call of this run (the store it used, how to make it at another head)."""
+    calls = getattr(_noted, "calls", None)
+    if calls is None:
+        calls = _noted.calls = []
+    calls.append((store, job, size, head, num_heads))
+
+
+def neighbours(head: int, num_heads: int, count: int | None = None) -> list[int]:
+    """h+1, h-1, h+2, h-2, ... within 0..num_heads-1, at most ``count`` (default NEIGHBOURS) on each side."""
+    count = NEIGHBOURS if count is None else count
+    order = []
+    for step in range(1, count + 1):
+        order += [h for h in (head + step, head - step) if 0 <= h < num_heads]
+    return order
+
+
+def schedule() -> int:
+    """Queue this run's figure calls at the neighbouring heads; start the builder. Returns jobs queued."""
+    calls = getattr(_noted, "calls", None) or []
+    _noted.calls = []
+    if NEIGHBOURS <= 0 or not calls:
+        return 0
+    jobs = []
+    for store, job, size, head, num_heads in calls:
+        for other in neighbours(head, num_heads):
+            key, build = job(other)
+            if store.peek(key) is None:
+                jobs.append((store, key, build, size))
+    global _worker
+    with _lock:
+        _queue.extend(jobs)
+        if jobs and (_worker is None or not _worker.is_alive()):
+            _worker = threading.Thread(target=_work, name="attention-lens-prefetch", daemon=True)
+            _worker.start()
+    return len(jobs)
+
+
+def _idle() -> bool:
+    with _lock:
+        return _active == 0
+
+
+def _work() -> None:
+    global built
+    while True:
+        while not _idle():
+            time.sleep(IDLE_POLL_S)
+        with _lock:
+            if not _queue:
+                return
+            store, key, build, size = _queue.popleft()
+        if store.peek(key) is not None:
+            continue
+        try:
+            store.get(key, build, size)
+            built += 1
+        except Exception:  # noqa: BLE001 - a prefetch that fails costs nothing: the click builds it and says why
+            continue
+
+
+def wait_idle(timeout: float = 30.0) -> bool:
+    """Block until the queue is empty and the builder stopped (tests, the benchmark). True if it did."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with _lock:
+            done = not _queue and (_worker is None or not _worker.is_alive())
+        if done:
+            return True
+        time.sleep(IDLE_POLL_S)
+    return False
