@@ -24,7 +24,7 @@ from streamlit.testing.v1 import AppTest
 from attention_core import device as device_module
 from attention_core.request import LIMITS, MASKS, SCALINGS, TraceRequest
 from tests.tiny_models import build_tiny_model
-from ui import compute
+from ui import compute, policy
 from ui.settings import UI_RANGES, Settings, from_query_params, to_query_params
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -451,30 +451,30 @@ def _in_thread(target, timeout: float = 120.0):
 
 
 def test_heavy_slots_are_reentrant_with_a_limit_of_one(monkeypatch):
-    monkeypatch.setattr(compute, "HEAVY_RUNS", threading.BoundedSemaphore(1))
+    monkeypatch.setattr(policy, "HEAVY_RUNS", threading.BoundedSemaphore(1))
 
     def nested():
-        with compute.heavy(), compute.heavy(), compute.heavy():
+        with policy.heavy(), policy.heavy(), policy.heavy():
             return "done"
 
     assert _in_thread(nested, 10) == "done"
-    assert compute.HEAVY_RUNS.acquire(timeout=1)  # released again
-    compute.HEAVY_RUNS.release()
+    assert policy.HEAVY_RUNS.acquire(timeout=1)  # released again
+    policy.HEAVY_RUNS.release()
 
 
 def test_the_whole_path_runs_with_one_heavy_slot(monkeypatch):
-    monkeypatch.setattr(compute, "HEAVY_RUNS", threading.BoundedSemaphore(1))
+    monkeypatch.setattr(policy, "HEAVY_RUNS", threading.BoundedSemaphore(1))
     request = TraceRequest(text="One slot must be enough for a whole trace, nested calls included.")
     trace = _in_thread(lambda: compute.trace_for(request))
     assert len(trace.tokens) > 5
 
 
 def test_heavy_runs_queue_behind_the_limit(monkeypatch):
-    monkeypatch.setattr(compute, "HEAVY_RUNS", threading.BoundedSemaphore(2))
+    monkeypatch.setattr(policy, "HEAVY_RUNS", threading.BoundedSemaphore(2))
     running, peak, lock = [0], [0], threading.Lock()
 
     def work():
-        with compute.heavy():
+        with policy.heavy():
             with lock:
                 running[0] += 1
                 peak[0] = max(peak[0], running[0])
@@ -491,28 +491,28 @@ def test_heavy_runs_queue_behind_the_limit(monkeypatch):
 
 
 def test_a_queue_that_never_moves_ends_in_a_message(monkeypatch):
-    monkeypatch.setattr(compute, "HEAVY_RUNS", threading.BoundedSemaphore(1))
-    monkeypatch.setattr(compute, "HEAVY_WAIT_S", 0.2)
-    compute.HEAVY_RUNS.acquire()  # another session holds the only slot
+    monkeypatch.setattr(policy, "HEAVY_RUNS", threading.BoundedSemaphore(1))
+    monkeypatch.setattr(policy, "HEAVY_WAIT_S", 0.2)
+    policy.HEAVY_RUNS.acquire()  # another session holds the only slot
     try:
 
         def wait():
-            with compute.heavy():
+            with policy.heavy():
                 return "ran"
 
-        with pytest.raises(compute.ServerBusy, match="busy"):
+        with pytest.raises(policy.ServerBusy, match="busy"):
             _in_thread(wait, 10)
     finally:
-        compute.HEAVY_RUNS.release()
+        policy.HEAVY_RUNS.release()
 
 
 def test_bad_limits_in_the_environment_fall_back():
-    assert compute._env_number("NO_SUCH_VARIABLE_X", 2, 1) == 2
+    assert policy.env_number("NO_SUCH_VARIABLE_X", 2, 1) == 2
     os.environ["ATTENTION_LENS_TEST_NUMBER"] = "lots"
     try:
-        assert compute._env_number("ATTENTION_LENS_TEST_NUMBER", 2, 1) == 2
+        assert policy.env_number("ATTENTION_LENS_TEST_NUMBER", 2, 1) == 2
         os.environ["ATTENTION_LENS_TEST_NUMBER"] = "0"
-        assert compute._env_number("ATTENTION_LENS_TEST_NUMBER", 2, 1) == 1
+        assert policy.env_number("ATTENTION_LENS_TEST_NUMBER", 2, 1) == 1
     finally:
         del os.environ["ATTENTION_LENS_TEST_NUMBER"]
 

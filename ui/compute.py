@@ -7,10 +7,8 @@ in one byte-bounded ``Store`` (ATTENTION_LENS_CACHE_MB, default 512): held by re
 computed once even when many sessions ask at the same moment, nothing pickled per rerun.
 
 Resources, for a server shared by many sessions:
-- ``heavy()``: at most ATTENTION_LENS_MAX_HEAVY (default 2) model loads, forwards or trace builds run
-  at once in the whole server; others queue. A thread that already holds a slot never waits for a
-  second one (no self-deadlock, even with a limit of 1), and a queue longer than
-  ATTENTION_LENS_HEAVY_WAIT_S (default 120 s) ends in ``ServerBusy`` with a message, not a hang.
+- model loads, forwards and trace builds run inside ``heavy()``, the server policy of ``ui.policy``: at
+  most ATTENTION_LENS_MAX_HEAVY (default 2) at once in the whole server, else ``ServerBusy``.
 - ``token_budget(facts)``: the most tokens one request may hold so its capture (every layer's weights)
   and its trace stay under ATTENTION_LENS_MAX_TRACE_MB (default 1536 MB): the app caps longer inputs
   with a notice. At the default, MiniLM computes its full 512 positions and SmolLM2 about 1,100 tokens.
@@ -19,7 +17,6 @@ Resources, for a server shared by many sessions:
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import threading
@@ -32,56 +29,13 @@ import streamlit as st
 from attention_core import lab, pipeline
 from attention_core.request import TraceRequest
 
-from . import prefetch
+from .policy import ServerBusy as ServerBusy  # app.py catches it as compute.ServerBusy
+from .policy import env_number, heavy
 
-
-def _env_number(name: str, default: float, low: float) -> float:
-    try:
-        value = float(os.environ.get(name, default))
-    except ValueError:
-        return default
-    return max(low, value) if math.isfinite(value) else default
-
-
-MAX_HEAVY = int(_env_number("ATTENTION_LENS_MAX_HEAVY", 2, 1))
-HEAVY_WAIT_S = _env_number("ATTENTION_LENS_HEAVY_WAIT_S", 120.0, 1.0)
-MAX_TRACE_MB = _env_number("ATTENTION_LENS_MAX_TRACE_MB", 1536.0, 1.0)
-CACHE_MB = _env_number("ATTENTION_LENS_CACHE_MB", 512.0, 16.0)
+MAX_TRACE_MB = env_number("ATTENTION_LENS_MAX_TRACE_MB", 1536.0, 1.0)
+CACHE_MB = env_number("ATTENTION_LENS_CACHE_MB", 512.0, 16.0)
 TRACE_MAPS_PER_HEAD = 4  # (L, S) float32 maps a trace owns per head: the core's scores, scaled, masked, weights
 # (the model's weights are views of the capture's buffer; it returns no pre-softmax steps)
-HEAVY_RUNS = threading.BoundedSemaphore(MAX_HEAVY)
-_held = threading.local()
-
-
-class ServerBusy(RuntimeError):
-    """Every heavy slot stayed taken for HEAVY_WAIT_S seconds."""
-
-
-@contextlib.contextmanager
-def heavy():
-    """Hold one of the server's MAX_HEAVY slots for a model load, a forward or a trace build.
-
-    Re-entrant per thread: a thread that holds a slot goes straight through (so nested heavy calls
-    never wait for themselves). Waits at most HEAVY_WAIT_S, then raises ServerBusy.
-    """
-    depth = getattr(_held, "depth", 0)
-    if depth:
-        _held.depth = depth + 1
-        try:
-            yield
-        finally:
-            _held.depth = depth
-        return
-    if not HEAVY_RUNS.acquire(timeout=HEAVY_WAIT_S):
-        raise ServerBusy(
-            f"The server is busy with other people's runs (waited {HEAVY_WAIT_S:.0f} s). Try again in a moment."
-        )
-    _held.depth = 1
-    try:
-        yield
-    finally:
-        _held.depth = 0
-        HEAVY_RUNS.release()
 
 
 _PREPARE = threading.Lock()  # one conversion of a bundled model at a time in the whole server
@@ -279,17 +233,9 @@ def figures(trace, request: TraceRequest, view: str, **options) -> dict:
     (a class opening the same link, a teacher going back to a head): treat the figures as read-only."""
     from viz.views import figures_for_trace
 
-    def job(head: int):  # this call's store key and builder at ``head`` (ui.prefetch builds the neighbours)
-        at = with_head(trace, head)
-        opts = {**options, "head": at.head} if "head" in options else options
-        shown = {name: value for name, value in opts.items() if name != "precomputed"}
-        key = ("figures", numbers_key(request), at.head, view, tuple(sorted(shown.items())))
-        return key, lambda: figures_for_trace(at, view, **opts)
-
-    key, build = job(trace.head)
-    if "precomputed" not in options:  # precomputed arrays belong to this head only
-        prefetch.note(store(), job, _figures_bytes, trace.head, trace.core.num_heads)
-    return store().get(key, build, _figures_bytes)
+    shown = {name: value for name, value in options.items() if name != "precomputed"}
+    key = ("figures", numbers_key(request), trace.head, view, tuple(sorted(shown.items())))
+    return store().get(key, lambda: figures_for_trace(trace, view, **options), _figures_bytes)
 
 
 def _figures_bytes(figs: dict) -> int:
