@@ -21,8 +21,10 @@ Sink, previous-token and positional are read from the weights of the user's own 
 holds every layer); induction needs its own forward pass on random tokens, made by ``weights_fn(ids)`` so
 the measurement is testable without a model (a hand-built copy head, a random softmax).
 
-``classify`` names each head after its largest score when that score is at least ``threshold``, else
-"mixed". Pure torch (numpy in and out is accepted too).
+``classify`` names each head after the most specific role whose score reaches ``threshold``, in the order
+of ``PRIORITY`` (induction, previous-token, positional, sink), else "mixed". Sink comes last: a head with
+nothing to do on this text parks its weight on the first token, whatever it does elsewhere (SmolLM2's
+induction heads are also sinks on ordinary text). Pure torch (numpy in and out is accepted too).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ ROLE_LABELS = {
     "positional": "positional",
     "mixed": "mixed",
 }
+PRIORITY = ("induction", "previous_token", "positional", "sink")  # the most specific role first
 THRESHOLD = 0.4  # a head is named after its largest score when that score reaches this, else "mixed"
 INDUCTION_LENGTH = 24  # T: length of the random sequence that is repeated (one forward on about 2T tokens)
 
@@ -161,13 +164,13 @@ class HeadRoles:
 
 
 def classify(scores: dict[str, np.ndarray], threshold: float = THRESHOLD) -> np.ndarray:
-    """(layers, H) labels: the role with the largest score when it reaches ``threshold``, else "mixed".
-    Ties go to the earlier role in ROLES; NaN scores (not measured) never win."""
-    stacked = np.stack([np.nan_to_num(np.asarray(scores[role], dtype=np.float64), nan=-1.0) for role in ROLES])
-    best = stacked.argmax(axis=0)  # (layers, H)  first maximum wins ties
-    top = stacked.max(axis=0)
-    names = np.array(ROLES, dtype=object)[best]
-    return np.where(top >= threshold, names, "mixed").astype(object)
+    """(layers, H) labels: the first role of ``PRIORITY`` whose score reaches ``threshold``, else "mixed".
+    NaN scores (not measured) never count."""
+    labels = None
+    for role in reversed(PRIORITY):  # later roles are overwritten by the more specific ones before them
+        reached = np.nan_to_num(np.asarray(scores[role], dtype=np.float64), nan=-1.0) >= threshold
+        labels = np.where(reached, role, "mixed" if labels is None else labels)
+    return labels.astype(object)
 
 
 def head_roles(

@@ -101,3 +101,39 @@ def test_query_set_rows_are_summed():
         query_set_row(WEIGHTS, [])
     with pytest.raises(ValueError):
         query_set_row(WEIGHTS, [7])
+
+
+def test_display_settings_round_trip_through_the_link():
+    from ui.settings import VIEW_ONLY, Settings, from_query_params, to_query_params
+
+    settings = Settings(hide_special=True, words=True, query_set=(1, 3, 4), fixed_range=False, view="query")
+    params = to_query_params(settings)
+    assert params["hide_special"] == "1" and params["words"] == "1" and params["query_set"] == "1,3,4"
+    assert params["fixed_range"] == "0"
+    back, notices = from_query_params(params)
+    assert back == settings and not notices
+    assert {"hide_special", "words", "query_set", "fixed_range"} <= set(VIEW_ONLY)
+    assert settings.request() == Settings().request()  # display only: the numbers' request is unchanged
+    loose, notices = from_query_params({"query_set": "4,1,x", "words": "maybe"})
+    assert loose.query_set == () and loose.words is False and len(notices) == 2
+
+
+def test_signed_maps_use_one_colour_blind_safe_diverging_scale():
+    from viz import theme
+    from viz.heatmaps import colour_axis
+
+    assert theme.DIVERGING in {"RdBu_r", "RdBu", "PuOr", "PuOr_r"}  # ColorBrewer's colour-blind safe pairs
+    assert colour_axis("diverging", title="difference")["colorscale"] == theme.DIVERGING
+
+
+def test_role_map_colours_each_head_by_its_label():
+    from attention_core.head_roles import head_roles
+    from viz.roles import ROLE_ORDER, role_map
+
+    n = 6
+    heads = np.stack([np.eye(n)[[0] * n], np.eye(n)])[None]  # (1, 2, n, n): a sink head, a "self" head
+    roles = head_roles(heads)
+    fig = role_map(roles, selected=(0, 1))
+    z = np.asarray(fig.data[0].z)
+    assert z.tolist() == [[ROLE_ORDER.index("sink"), ROLE_ORDER.index("positional")]]
+    assert "sink 1.00" in fig.data[0].customdata[0][0] and "induction n/a" in fig.data[0].customdata[0][0]

@@ -139,15 +139,17 @@ def test_head_roles_labels_each_built_head():
     del length
 
 
-def test_classify_threshold_and_ties():
+def test_classify_threshold_and_priority():
     scores = {
         "sink": np.array([[0.3, 0.9]]),
         "previous_token": np.array([[0.2, 0.9]]),
         "induction": np.array([[np.nan, 0.1]]),
         "positional": np.array([[0.1, 0.0]]),
     }
-    assert list(classify(scores)[0]) == ["mixed", "sink"]
-    assert list(classify(scores, threshold=0.25)[0]) == ["sink", "sink"]
+    assert list(classify(scores)[0]) == ["mixed", "previous_token"]  # the more specific role first
+    assert list(classify(scores, threshold=0.25)[0]) == ["sink", "previous_token"]
+    scores["induction"] = np.array([[0.5, 0.45]])
+    assert list(classify(scores)[0]) == ["induction", "induction"]  # an induction head is a sink on plain text too
 
 
 def test_model_induction_scores_on_a_tiny_model(tmp_path):

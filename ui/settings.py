@@ -38,6 +38,10 @@ class Settings(TraceRequest):
     theme: str = "screen"
     statistic: str = "entropy"  # colour of the layer x head overview
     pair_text: str = PAIRS["animal"][1]  # the minimal-pairs view's second text (the first is ``text``)
+    hide_special: bool = False  # hide [CLS]/[SEP]/BOS columns, rows renormalised (said on the figure)
+    words: bool = False  # merge subwords into words: keys summed, queries averaged (said on the figure)
+    query_set: tuple[int, ...] = ()  # query inspector: several queries, their rows summed (empty: one query)
+    fixed_range: bool = True  # weight colours on 0..1 everywhere (comparable); off: each map's own 0..max
 
     def request(self) -> TraceRequest:
         return TraceRequest(**{f.name: getattr(self, f.name) for f in fields(TraceRequest)})
@@ -46,7 +50,8 @@ class Settings(TraceRequest):
 STATISTICS = tuple(STATISTIC_LABELS)  # defined once, in viz.stats
 # Controls that only choose what to look at: they rerun the view alone (a fragment) and never recompute.
 # (head is a TraceRequest field for the command line; the app's caches leave it out of their keys.)
-VIEW_ONLY = ("head", "view", "query", "statistic", "pair_text")  # pair_text: only the pairs view's own trace
+VIEW_ONLY = ("head", "view", "query", "statistic", "pair_text", "hide_special", "words", "query_set", "fixed_range")
+# (pair_text: only the pairs view's own trace; hide_special, words, query_set, fixed_range: viz.display)
 UI_CHOICES["statistic"] = STATISTICS
 
 # The ranges the sidebar's widgets offer (narrower than the core's LIMITS). A link's value outside

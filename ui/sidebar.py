@@ -52,6 +52,7 @@ def seed_state(settings: Settings) -> None:
     st.session_state.setdefault("model_choice", model if model in BUNDLED else OTHER)
     st.session_state.setdefault("model_custom", "" if model in BUNDLED else model)
     st.session_state["blocked"] = list(st.session_state.get("blocked", ()))
+    st.session_state["query_set"] = list(st.session_state.get("query_set", ()))
 
 
 def keep_state() -> None:
@@ -123,6 +124,11 @@ def as_position(value) -> int:
         return max(int(str(value).split(":", 1)[0].strip()), 0)
     except ValueError:
         return 0
+
+
+def positions(values) -> tuple[int, ...]:
+    """A multiselect's positions as a sorted tuple of ints (labels such as "3: cat" read as 3)."""
+    return tuple(sorted({as_position(v) for v in values or ()}))
 
 
 def fit_to_model(facts, num_tokens: int) -> list[str]:
@@ -248,6 +254,26 @@ def controls(facts, num_tokens: int):
             c3.number_input("heads", 1, LIMITS["heads"][1], key="heads", help="Number of heads.")
             st.number_input("Seed", *LIMITS["seed"], key="seed", help="Seed for embeddings and weights.")
 
+    with st.expander("Display", expanded=False):
+        st.checkbox(
+            "Hide special tokens ([CLS], [SEP], BOS)",
+            key="hide_special",
+            help="Removes their columns from the attention maps and renormalises each row over the keys left; "
+            "the figure's title says so. The numbers computed do not change.",
+        )
+        st.checkbox(
+            "Merge subwords into words",
+            key="words",
+            help="One row and column per word: keys summed, queries averaged over the word's tokens, so rows "
+            "still sum to 1. Said on the figure.",
+        )
+        st.checkbox(
+            "Fixed colour range 0..1",
+            key="fixed_range",
+            help="On: every attention map uses the same 0..1 colours, comparable across texts, layers and heads. "
+            "Off: each map stretches to its own largest weight (more detail, not comparable).",
+        )
+
     with st.expander("Display and device", expanded=False):
         st.selectbox("Device", available_devices(), key="device", help="Where the own core computes.")
         st.checkbox("Show values in cells", key="show_values", help="Numbers on small heatmaps (up to 24 tokens).")
@@ -273,6 +299,8 @@ def view_only() -> dict:
     for name in ("head", "query"):
         if name in values:
             values[name] = int(values[name])
+    if "query_set" in values:
+        values["query_set"] = positions(values["query_set"])
     if not values.get("view"):
         values["view"] = "derivation"
     return values
@@ -286,6 +314,7 @@ def read_settings(model: str) -> Settings:
             values[f.name] = st.session_state[f.name]
     values["model"] = model
     values["blocked"] = tuple(sorted(int(j) for j in values.get("blocked", ())))
+    values["query_set"] = positions(values.get("query_set", ()))
     for name in ("layer", "head", "query", "window", "stride", "block", "pad_to", "d_model", "d_k", "heads", "seed"):
         if name in values:
             values[name] = int(values[name])

@@ -24,6 +24,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import plotly.graph_objects as go
+
+from .labels import escape_label, tick_labels, visible_label
+from .theme import LINE_COLOURS, apply_theme
 
 CONTINUATION = "·"  # how a WordPiece continuation is shown ("##ing" -> "·ing"; attention_core.pretrained.tokens)
 SPECIAL_SPELLING = re.compile(r"^(\[[A-Z]+\]|<[^<>\s]{1,40}>)$")  # [CLS], [SEP], <s>, </s>, <pad>, <|endoftext|>
@@ -107,7 +111,13 @@ def merge_mask(mask, row_groups, col_groups) -> np.ndarray | None:
     if mask is None:
         return None
     mask = np.asarray(mask, dtype=bool)
-    return np.array([[mask[np.ix_(list(r), list(c))].any() for c in col_groups] for r in row_groups], dtype=bool)
+    queries = np.zeros((len(row_groups), mask.shape[0]))  # (R, L)  1 where query i belongs to word a
+    for a, group in enumerate(row_groups):
+        queries[a, list(group)] = 1.0
+    keys = np.zeros((mask.shape[1], len(col_groups)))  # (S, C)
+    for b, group in enumerate(col_groups):
+        keys[list(group), b] = 1.0
+    return (queries @ mask.astype(np.float64) @ keys) > 0  # (R, C)  some allowed cell in the block
 
 
 def query_set_row(weights, queries: Sequence[int]) -> np.ndarray:
@@ -154,8 +164,11 @@ def display_map(
     mask=None,
     hide_special: bool = False,
     words: bool = False,
+    merge_rows: bool = True,
 ) -> DisplayMap:
-    """``weights`` (..., L, L) of a text as shown with the chosen display options (both off: unchanged)."""
+    """``weights`` (..., L, L) of a text as shown with the chosen display options (both off: unchanged).
+
+    ``merge_rows=False`` merges only the keys into words (rows stay tokens: for a query set's summed row)."""
     weights = np.asarray(weights)
     tokens = [str(t) for t in tokens]
     count = len(tokens)
@@ -166,9 +179,10 @@ def display_map(
     if hidden.all():  # nothing would be left to show: keep every key
         hidden = np.zeros(count, dtype=bool)
     shown_mask = None if mask is None else np.broadcast_to(np.asarray(mask, dtype=bool), (count, count))
-    rows = word_groups(tokens, offsets, special) if words else [[i] for i in range(count)]
+    groups = word_groups(tokens, offsets, special) if words else [[i] for i in range(count)]
+    rows = groups if merge_rows else [[i] for i in range(count)]
     kept = np.flatnonzero(~hidden)
-    columns = [[int(j) for j in g if not hidden[j]] for g in rows]
+    columns = [[int(j) for j in g if not hidden[j]] for g in groups]
     columns = [g for g in columns if g]
     values = weights
     if hidden.any():
@@ -190,3 +204,32 @@ def display_map(
         col_groups=columns,
         note=note,
     )
+
+
+def query_set_bars(
+    row, key_labels: Sequence[str], query_labels: Sequence[str], *, note: str = "", theme: str = "screen"
+) -> go.Figure:
+    """The summed attention row of a query set (or one query) over the keys as shown, one bar per key."""
+    row = np.asarray(row, dtype=np.float64)
+    if row.ndim != 1 or row.shape[0] != len(key_labels):
+        raise ValueError(f"row {row.shape} does not match {len(key_labels)} key labels")
+    ticks = tick_labels(key_labels)
+    x = np.arange(row.shape[0])
+    fig = go.Figure(
+        go.Bar(
+            x=x,
+            y=row,
+            marker_color=LINE_COLOURS[0],
+            customdata=ticks,
+            hovertemplate="key %{customdata}<br>summed weight %{y:.4f}<extra></extra>",
+            name="summed row",
+        )
+    )
+    names = ", ".join(f"'{escape_label(visible_label(q, 16))}'" for q in list(query_labels)[:8])
+    more = f" and {len(query_labels) - 8} more" if len(query_labels) > 8 else ""
+    what = f"rows of {len(query_labels)} queries summed" if len(query_labels) > 1 else "the query's row"
+    title = f"Attention of {names}{more}: {what} (total {row.sum():.3g})"
+    fig.update_xaxes(tickmode="array", tickvals=list(x), ticktext=ticks, tickangle=-45, title_text="key")
+    fig.update_yaxes(title_text="weight" if len(query_labels) == 1 else "summed weight", rangemode="tozero")
+    fig.update_layout(title_text=title + (f"<br><sup>{escape_label(note)}</sup>" if note else ""), height=420)
+    return apply_theme(fig, theme)

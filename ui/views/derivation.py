@@ -9,7 +9,7 @@ from attention_core.traces import ModelTrace
 from viz.labels import plain_labels
 from viz.views import matrices_for_trace
 
-from .. import compute, live_temperature
+from .. import compute, display, live_temperature
 from ..settings import Settings
 from .common import figure
 
@@ -59,6 +59,9 @@ def _place(trace: ModelTrace, settings: Settings, names: tuple[str, ...], data: 
         show_values=settings.show_values or None,
         only=names,
     )
+    if "weights" in figs and display.active(settings):  # hidden specials / words / own range: said in the title
+        figs, data = dict(figs), dict(data)
+        figs["weights"], data["weights"] = display.weights_view(trace, settings)
     slots = st.columns(len(figs)) if columns and len(figs) > 1 else [st.container() for _ in figs]
     for slot, (name, fig) in zip(slots, figs.items(), strict=True):
         with slot:

@@ -7,9 +7,9 @@ import streamlit as st
 from attention_core.traces import ModelTrace
 from viz.labels import plain_labels
 from viz.stats import STATISTICS as STATISTIC_LABELS
-from viz.views import matrices_for_trace
+from viz.views import heads_source, matrices_for_trace
 
-from .. import compute
+from .. import compute, display
 from ..settings import STATISTICS, Settings
 from .common import figure
 
@@ -33,7 +33,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     figs = compute.figures(
         trace, request, "heads", theme=theme, show_values=shown, statistic=settings.statistic, precomputed=precomputed
     )
-    figure(figs["head_grid"], "head_grid")
+    figure(display.grid_view(trace, settings) if display.active(settings) else figs["head_grid"], "head_grid")
     name = f"overview_{settings.statistic}"
     st.markdown(
         f"**Layer × head overview**: {STATISTIC_HELP.get(settings.statistic, '')}. Pick one to look at it everywhere:"
@@ -57,6 +57,12 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         "Statistic", STATISTICS, key="statistic", format_func=STATISTIC_LABELS.get, help="What colours the overview."
     )
     cols[1].caption("Click a cell of the overview to select that layer and head.")
+    roles_box = st.expander(
+        "Head roles: sink, previous-token, induction, positional", key="open_roles", on_change="rerun"
+    )
+    if roles_box.open:
+        with roles_box:
+            head_roles_section(trace, settings)
     lines = st.expander(
         "Attention lines for the selected head (bertviz-style)", expanded=True, key="open_lines", on_change="rerun"
     )
@@ -80,3 +86,28 @@ def render(trace: ModelTrace, settings: Settings) -> None:
                     "rollout",
                     (precomputed["rollout"], plain_labels(trace.tokens), plain_labels(trace.tokens)),
                 )
+
+
+ROLES_HELP = (
+    "Each head scored four ways, 0..1. **Sink**: mean weight on the first token and special tokens. "
+    "**Previous-token**: mean weight on the token just before. **Positional**: share of rows whose largest "
+    "weight sits at one fixed offset (other than -1). **Induction**, the standard test: {length} random tokens "
+    "repeated twice; mean weight from each token of the second copy to the token after its first occurrence "
+    "(a copying head scores about 1, an even spread about 1/n). Sink, previous-token and positional are read on "
+    "this text; induction on the random sequence (one extra forward pass of the model). A head is named after "
+    "the first of induction, previous-token, positional, sink whose score reaches {threshold:g}, else mixed "
+    "(sink last: a head with nothing to do on this text rests on the first token)."
+)
+
+
+def head_roles_section(trace: ModelTrace, settings: Settings) -> None:
+    """The layer x head map of roles, with every score in the hover and the CSV."""
+    from attention_core.head_roles import INDUCTION_LENGTH
+    from viz.roles import role_map
+
+    roles = display.roles(trace, settings.request())
+    st.caption(ROLES_HELP.format(length=INDUCTION_LENGTH, threshold=roles.threshold))
+    if trace.model_attentions is None:
+        st.caption("No model here (from-scratch core only): induction is not measured.")
+    _, layer, _ = heads_source(trace)
+    figure(role_map(roles, selected=(layer, trace.head), theme=settings.theme), "head_roles", roles.table())

@@ -9,9 +9,9 @@ from attention_core.traces import ModelTrace
 from viz.labels import plain_labels
 from viz.views import matrices_for_trace
 
-from .. import compute, live_temperature
+from .. import compute, display, live_temperature
 from ..settings import Settings
-from ..sidebar import as_position
+from ..sidebar import as_position, positions
 from ..text import plain
 from .common import figure
 
@@ -50,4 +50,24 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     head = trace.core.head(trace.head)
     top = top_keys(head.weights[i], 3)
     st.caption("Largest weights: " + ", ".join(f"'{plain(labels[j], 60)}' ({head.weights[i, j]:.3f})" for j in top))
+    query_set(trace, settings, labels, i)
     live_temperature.section(head, labels, i, fill=settings.fill, view="query")
+
+
+def query_set(trace: ModelTrace, settings: Settings, labels: list[str], query: int) -> None:
+    """Several queries at once: their rows summed, over the keys as the display options show them."""
+    n = len(labels)
+    st.session_state["query_set"] = [j for j in positions(st.session_state.get("query_set", ())) if j < n]
+    st.multiselect(
+        "Query set (rows summed)",
+        list(range(n)),
+        key="query_set",
+        format_func=lambda j: f"{j}: {labels[j]}",
+        help="Pick several query tokens (e.g. every token of a phrase): their attention rows are added up, "
+        "so the bars show where the set as a whole looks (they sum to the number of queries).",
+    )
+    chosen = positions(st.session_state.get("query_set", ()))
+    if not chosen and not display.active(settings):
+        return
+    fig, data, _ = display.query_row_view(trace, settings, chosen or (query,))
+    figure(fig, "query_set", data)
