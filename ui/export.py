@@ -6,16 +6,21 @@ from dataclasses import asdict
 
 import streamlit as st
 
+from attention_core import lab
+from attention_core.readouts import step_readouts
 from attention_core.traces import ModelTrace
 from viz.export import export_zip
+from viz.lesson import lesson_html, lesson_problem
 
 from . import compute
 from .settings import Settings
+from .text import plain
 from .views.common import image_export_problem
 
 
 def slides_button(trace: ModelTrace, settings: Settings, views: str) -> None:
     st.divider()
+    left, right = st.columns(2)
 
     def make() -> bytes:  # deferred: rendered only when clicked (about half a second per image)
         return export_zip(
@@ -29,7 +34,7 @@ def slides_button(trace: ModelTrace, settings: Settings, views: str) -> None:
             settings=asdict(settings.request()),
         )
 
-    st.download_button(
+    left.download_button(
         "⬇ Export this view for slides (PNG, SVG, HTML, CSV as a zip)",
         make,
         file_name=f"attention-lens-{settings.view}-L{trace.layer}H{trace.head}.zip",
@@ -38,4 +43,35 @@ def slides_button(trace: ModelTrace, settings: Settings, views: str) -> None:
         on_click="ignore",
         help="Every figure of this view in the white 'slides' theme, its numbers as CSV, and a manifest of the settings."
         + (" No Chromium on the server: the zip holds HTML and CSV only." if image_export_problem() else ""),
+    )
+    with right:
+        lesson_button(trace, settings)
+
+
+def lesson_button(trace: ModelTrace, settings: Settings) -> None:
+    """The lesson deck (``viz.lesson``): one offline HTML file walking this sentence, layer and head."""
+    problem = lesson_problem(trace)
+    if problem:
+        st.caption(plain(problem))
+        return
+
+    def make() -> bytes:  # deferred like the zip: built only when clicked
+        full = compute.with_replay(trace, settings.request())  # the model-check slide lists every layer
+        head = full.core.head(full.head)
+        return lesson_html(
+            full,
+            text=settings.text,
+            readouts=step_readouts(head),
+            temperature=lab.head_temperature_curve(head) if head.mask.any() else None,
+        ).encode("utf-8")
+
+    st.download_button(
+        "⬇ Lesson deck (offline HTML)",
+        make,
+        file_name=f"attention-lens-lesson-L{trace.layer}H{trace.head}.html",
+        mime="text/html",
+        key="export_lesson",
+        on_click="ignore",
+        help="One self-contained page, one slide per step on this sentence (arrow keys to move, n for speaker "
+        "notes); print it for a PDF. `python -m viz lesson` writes the PDF too.",
     )
