@@ -205,6 +205,12 @@
     var sameShape = this.p && this.p.n === p.n && this.p.s === p.s;
     this.p = p;
     if (!sameShape) this.out = buffers(p.n, p.s);
+    this.keys = new Float64Array(p.n); // allowed keys per row, for the uniform entropy ln(keys)
+    for (var i = 0; i < p.n; i++) {
+      var count = 0;
+      for (var j = 0; j < p.s; j++) count += p.allowed[i * p.s + j];
+      this.keys[i] = count;
+    }
     this.labels = (args.labels || []).map(String);
     this.lo = +args.t_min || 0.1;
     this.hi = +args.t_max || 64;
@@ -339,9 +345,9 @@
     ctx.fillStyle = "#0072B2";
     for (var i = 0; i < n; i++) {
       total += ent[i];
-      var keys = 0, big = 0;
-      for (var j = 0; j < s; j++) { keys += allowed[i * s + j]; if (w[i * s + j] > big) big = w[i * s + j]; }
-      uniform += Math.log(Math.max(keys, 1));
+      var big = 0;
+      for (var j = 0; j < s; j++) if (w[i * s + j] > big) big = w[i * s + j];
+      uniform += Math.log(Math.max(this.keys[i], 1));
       largest += big;
       if (lnS > 0) ctx.fillRect(sx, b.y0 + i * rowH, STRIP * ent[i] / lnS, Math.max(rowH - (rowH > 3 ? 1 : 0), 0.5));
     }
