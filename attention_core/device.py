@@ -3,11 +3,17 @@
 Override with an argument (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``, ``"auto"``) or the
 ``ATTENTION_LENS_DEVICE`` environment variable. Nothing here moves tensors: callers create tensors
 on the device they were given, and the core computes wherever its inputs already are.
+
+Threads: ``configure_threads()`` caps torch at the CPUs the process may use; ``limited_threads(n)``
+lowers the count for one run (a training) and puts it back when the last overlapping run leaves.
 """
 
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -80,3 +86,29 @@ def configure_threads() -> int:
     if limit != torch.get_num_threads():
         torch.set_num_threads(limit)
     return limit
+
+
+_THREADS_LOCK = threading.Lock()
+_THREADS_STATE = {"active": 0, "baseline": 0}  # runs inside limited_threads; threads before the first
+
+
+@contextmanager
+def limited_threads(num_threads: int) -> Iterator[int]:
+    """Use at most ``num_threads`` torch threads (never more than the process had) while inside.
+
+    The count the process had before the first of overlapping runs (two sessions' trainings) is put
+    back when the last one leaves, so overlapping sessions cannot leave the process stuck at a lower count.
+    """
+    with _THREADS_LOCK:
+        if _THREADS_STATE["active"] == 0:
+            _THREADS_STATE["baseline"] = torch.get_num_threads()
+        _THREADS_STATE["active"] += 1
+        used = max(1, min(num_threads, _THREADS_STATE["baseline"]))
+        torch.set_num_threads(used)
+    try:
+        yield used
+    finally:
+        with _THREADS_LOCK:
+            _THREADS_STATE["active"] -= 1
+            if _THREADS_STATE["active"] == 0:
+                torch.set_num_threads(_THREADS_STATE["baseline"])

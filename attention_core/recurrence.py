@@ -28,7 +28,6 @@ import torch
 
 from .device import pick_device
 from .multihead import ProjectionWeights, init_weights, merge_heads, multi_head_self_attention, split_heads
-from .training import training_slot
 
 
 @dataclass(frozen=True)
@@ -145,12 +144,12 @@ def time_sequence_models(
     repeats: int = 5,
     device: torch.device | str | None = None,
     seed: int = 0,
-    slot_timeout_s: float = 30.0,
 ) -> TimingReport:
     """Time one attention layer (core and fused) and one RNN / GRU layer, (B, n, D) -> (B, n, D).
 
     Forward passes only, under ``torch.no_grad``; each number is the fastest of ``repeats`` calls
-    (more for quick ones) after one warm-up. Takes a training slot, so it never runs beside two trainings.
+    (more for quick ones) after one warm-up. A server shares the machine: the app runs this under its
+    training slot (``ui.policy.training_slot``), so it never runs beside two trainings.
     """
     if d_model % num_heads:
         raise ValueError(f"d_model {d_model} must be divisible by num_heads {num_heads}")
@@ -163,7 +162,7 @@ def time_sequence_models(
         rnn = torch.nn.RNN(d_model, d_model, batch_first=True).to(dev)
         gru = torch.nn.GRU(d_model, d_model, batch_first=True).to(dev)
     generator = torch.Generator().manual_seed(seed)
-    with training_slot(slot_timeout_s), torch.no_grad():
+    with torch.no_grad():
         rows = tuple(
             _time_one(torch.randn(batch_size, n, d_model, generator=generator).to(dev), weights, rnn, gru, repeats)
             for n in ns

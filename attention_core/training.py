@@ -23,34 +23,30 @@ brings the spread back to ~1, where softmax is still soft and every example teac
 ``train_steps(config)`` is a generator yielding a ``TrainingSnapshot`` (plain floats and numpy,
 never tensors) every ``config.snapshot_every`` steps, so a page can draw progress chunk by chunk and
 stop by not asking for the next chunk. ``train_side_by_side`` advances several variants in lockstep.
-At most ``MAX_CONCURRENT_TRAININGS`` trainings run at once in this process (a semaphore), and each
-uses at most ``config.num_threads`` torch threads, never more than the process allows
-(``torch.get_num_threads()``, i.e. whatever ``torch.set_num_threads`` the host chose).
+Each run uses at most ``config.num_threads`` torch threads, never more than the process allows
+(``attention_core.device.limited_threads``). How many runs a server allows at once is its own policy,
+not the core's: it passes a ``guard`` (the app: ``ui.policy.training_slot()``), which the run holds from
+its first step until it ends or is closed. ``summarize`` reduces a run to the numbers a verdict needs;
+the verdict in words is presentation (``ui/training_verdict.py``).
 """
 
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections import deque
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
 from .analysis import row_entropy
+from .device import limited_threads
 from .sdpa import SDPATrace, scaled_dot_product_attention
 
-MAX_CONCURRENT_TRAININGS = 2
-_TRAINING_SLOTS = threading.BoundedSemaphore(MAX_CONCURRENT_TRAININGS)
 LEARNED_ACCURACY = 0.9  # a run "has learned" once its rolling accuracy reaches this
-
-
-class TrainingBusyError(RuntimeError):
-    """Raised when every training slot stayed taken for the whole wait."""
 
 
 @dataclass(frozen=True)
@@ -203,43 +199,6 @@ class TrainingSnapshot:
         }
 
 
-@contextmanager
-def training_slot(timeout_s: float = 30.0) -> Iterator[None]:
-    """Hold one of the process-wide training slots; raise TrainingBusyError after ``timeout_s``."""
-    if not _TRAINING_SLOTS.acquire(timeout=timeout_s):
-        raise TrainingBusyError(f"{MAX_CONCURRENT_TRAININGS} trainings are already running; try again shortly")
-    try:
-        yield
-    finally:
-        _TRAINING_SLOTS.release()
-
-
-_THREADS_LOCK = threading.Lock()
-_THREADS_STATE = {"active": 0, "baseline": 0}  # trainings inside limited_threads; threads before the first
-
-
-@contextmanager
-def limited_threads(num_threads: int) -> Iterator[int]:
-    """Use at most ``num_threads`` torch threads (never more than the process had) while inside.
-
-    The count the process had before the first of overlapping trainings is put back when the last
-    one leaves, so overlapping sessions cannot leave the process stuck at a lower count.
-    """
-    with _THREADS_LOCK:
-        if _THREADS_STATE["active"] == 0:
-            _THREADS_STATE["baseline"] = torch.get_num_threads()
-        _THREADS_STATE["active"] += 1
-        used = max(1, min(num_threads, _THREADS_STATE["baseline"]))
-        torch.set_num_threads(used)
-    try:
-        yield used
-    finally:
-        with _THREADS_LOCK:
-            _THREADS_STATE["active"] -= 1
-            if _THREADS_STATE["active"] == 0:
-                torch.set_num_threads(_THREADS_STATE["baseline"])
-
-
 def _optimizer(config: TrainingConfig, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
     if config.optimizer == "adam":
         return torch.optim.Adam(params, lr=config.learning_rate)
@@ -294,13 +253,14 @@ def _run(config: TrainingConfig) -> Iterator[TrainingSnapshot]:
             )
 
 
-def train_steps(config: TrainingConfig, *, slot_timeout_s: float = 30.0) -> Iterator[TrainingSnapshot]:
+def train_steps(config: TrainingConfig, *, guard: AbstractContextManager | None = None) -> Iterator[TrainingSnapshot]:
     """Train one variant, yielding a snapshot every ``snapshot_every`` steps and after the last.
 
-    The same config gives the same numbers. To stop early, stop iterating (or call ``.close()``);
-    the training slot is released when the generator is closed or collected.
+    The same config gives the same numbers. To stop early, stop iterating (or call ``.close()``).
+    ``guard`` (e.g. a server's training slot) is entered at the first step and left when the generator
+    ends, is closed or is collected.
     """
-    with training_slot(slot_timeout_s), limited_threads(config.num_threads):
+    with guard or nullcontext(), limited_threads(config.num_threads):
         yield from _run(config)
 
 
@@ -313,16 +273,16 @@ def variants(config: TrainingConfig, *, scaled: bool = True, unscaled: bool = Tr
 
 
 def train_side_by_side(
-    configs: tuple[TrainingConfig, ...], *, slot_timeout_s: float = 30.0
+    configs: tuple[TrainingConfig, ...], *, guard: AbstractContextManager | None = None
 ) -> Iterator[tuple[TrainingSnapshot, ...]]:
-    """Advance several runs in lockstep (one chunk each per yield) under one training slot.
+    """Advance several runs in lockstep (one chunk each per yield), under one ``guard`` as ``train_steps``.
 
     Yields a tuple with the latest snapshot of every run; a run that has finished repeats its last
     one. The last yield has ``done`` set on every snapshot.
     """
     if not configs:
         raise ValueError("give at least one config")
-    with training_slot(slot_timeout_s), limited_threads(max(c.num_threads for c in configs)):
+    with guard or nullcontext(), limited_threads(max(c.num_threads for c in configs)):
         runs = [_run(c) for c in configs]
         latest = [next(run) for run in runs]
         yield tuple(latest)
@@ -336,7 +296,7 @@ def run_to_end(config: TrainingConfig) -> TrainingSnapshot:
     return deque(train_steps(config), maxlen=1)[0]  # steps >= 1: at least one snapshot
 
 
-# ---- reading the numbers: what happened, said from the measurements --------------------------------
+# ---- reading the numbers: each run reduced to what a verdict needs (in words: ui/training_verdict.py) ----
 
 SATURATED_ENTROPY = 0.25  # an attention row is "nearly one-hot" below this fraction of log(S)
 
@@ -384,127 +344,3 @@ def summarize(snapshot: TrainingSnapshot) -> RunSummary:
         saturated_entropy=float("nan") if first_stuck is None else snapshot.entropies[first_stuck],
         diverged=not bool(np.isfinite(losses).all()),
     )
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The outcome of a comparison in words, built from measured numbers only."""
-
-    outcome: str  # "scaling_helps", "no_difference", "unscaled_better", "neither_learned", "diverged", "single"
-    headline: str  # what happened and why, in a few sentences
-    reasons: tuple[str, ...]  # the measurements behind it, one per line
-
-
-def _learned(s: RunSummary) -> str:
-    if s.steps_to_learn is not None:
-        return f"reached {LEARNED_ACCURACY:.0%} accuracy at step {s.steps_to_learn}"
-    return f"never reached {LEARNED_ACCURACY:.0%} accuracy"
-
-
-def _describe(s: RunSummary) -> str:
-    return f"{s.variant}: final loss {s.final_loss:.3f}, accuracy {s.final_accuracy:.0%}, {_learned(s)}"
-
-
-def _saturation(s: RunSummary, config: TrainingConfig) -> str:
-    """Why (or whether) this run's softmax went nearly one-hot before it had learned, in numbers."""
-    name = "With" if s.variant == "scaled" else "Without"
-    top = config.max_entropy
-    if s.saturated_step is None:
-        return (
-            f"{name} scaling the softmax never went one-hot on a wrong slot (step-1 score std "
-            f"{s.initial_score_std:.2f}, entropy {s.initial_entropy:.2f} of {top:.2f} nats), so gradients kept flowing."
-        )
-    if s.saturated_step == 1:
-        return (
-            f"{name} scaling the scores start with std {s.initial_score_std:.1f}, so softmax is nearly one-hot "
-            f"from the first step (entropy {s.initial_entropy:.2f} of {top:.2f} nats) and most examples send "
-            "almost no gradient back to W^Q and W^K."
-        )
-    return (
-        f"{name} scaling the scores start with std {s.initial_score_std:.1f}, but they grew: by step "
-        f"{s.saturated_step} their std was {s.saturated_score_std:.1f} and softmax was nearly one-hot "
-        f"(entropy {s.saturated_entropy:.2f} of {top:.2f} nats) while the answers were still mostly wrong"
-        + (
-            f"; without the 1/sqrt(d_k) factor each update moves the scores sqrt({config.d_k}) = "
-            f"{math.sqrt(config.d_k):.0f} times further."
-            if s.variant == "unscaled"
-            else "."
-        )
-    )
-
-
-def verdict(config: TrainingConfig, runs: tuple[TrainingSnapshot, ...]) -> Verdict:
-    """Compare the scaled and unscaled runs of ``config`` (either may be missing) in words."""
-    by_variant = {snap.variant: summarize(snap) for snap in runs}
-    scaled, unscaled = by_variant.get("scaled"), by_variant.get("unscaled")
-    steps = max((s.steps_done for s in by_variant.values()), default=0)
-    partial = f" after {steps} of {config.steps} steps" if steps < config.steps else ""
-    chance = config.chance_loss
-    if scaled is None or unscaled is None:
-        only = scaled or unscaled
-        if only is None:
-            return Verdict("single", "Nothing trained yet.", ())
-        return Verdict(
-            "single",
-            f"Only the {only.variant} variant was trained{partial}: {_describe(only)}. Train both to compare. "
-            + _saturation(only, config),
-            (f"chance: loss {chance:.2f}, accuracy {1 / config.num_values:.0%}",),
-        )
-
-    grad_ratio = scaled.initial_score_grad / max(unscaled.initial_score_grad, 1e-30)
-    reasons = (
-        _describe(scaled),
-        _describe(unscaled),
-        f"chance: loss {chance:.2f}, accuracy {1 / config.num_values:.0%}",
-        f"step 1, std of the softmax input: {unscaled.initial_score_std:.2f} unscaled (expected init_scale^2 * "
-        f"sqrt(d_k) = {config.expected_raw_score_std:.1f}), {scaled.initial_score_std:.2f} scaled",
-        f"step 1, attention entropy: {unscaled.initial_entropy:.2f} unscaled, {scaled.initial_entropy:.2f} scaled "
-        f"(uniform = {config.max_entropy:.2f} nats, one-hot = 0)",
-        f"step 1, typical gradient at the softmax input: {unscaled.initial_score_grad:.1e} unscaled, "
-        f"{scaled.initial_score_grad:.1e} scaled (ratio {grad_ratio:.3g})",
-    )
-    if scaled.diverged or unscaled.diverged:
-        which = " and ".join(s.variant for s in (scaled, unscaled) if s.diverged)
-        return Verdict(
-            "diverged",
-            f"Training diverged{partial} ({which}: the loss became NaN or infinite); lower the learning rate.",
-            reasons,
-        )
-
-    gap = unscaled.final_loss - scaled.final_loss  # > 0: scaling ended lower
-    margin = 0.1 * chance
-    s_steps, u_steps = scaled.steps_to_learn, unscaled.steps_to_learn
-    faster = s_steps is not None and (u_steps is None or u_steps > 1.3 * s_steps + 10)
-    slower = u_steps is not None and (s_steps is None or s_steps > 1.3 * u_steps + 10)
-    losses = f"final loss {scaled.final_loss:.3f} scaled vs {unscaled.final_loss:.3f} unscaled"
-    if faster or (gap > margin and not slower):
-        if s_steps is not None and u_steps is None:
-            how = f"the scaled layer learned the task by step {s_steps}; the unscaled one had not learned it{partial}"
-        elif s_steps is not None:
-            how = f"the scaled layer learned the task by step {s_steps}, the unscaled one only by step {u_steps}"
-        else:
-            how = f"neither reached {LEARNED_ACCURACY:.0%} accuracy{partial}, but the scaled one got much further"
-        headline = f"Scaling made the difference: {how} ({losses}). " + _saturation(unscaled, config)
-        return Verdict("scaling_helps", headline, reasons)
-    if slower or gap < -margin:
-        headline = (
-            f"Here the unscaled layer did better{partial} ({losses}). "
-            + _saturation(scaled, config)
-            + " "
-            + _saturation(unscaled, config)
-        )
-        return Verdict("unscaled_better", headline, reasons)
-    if s_steps is None and u_steps is None and min(scaled.final_loss, unscaled.final_loss) > 0.8 * chance:
-        headline = (
-            f"Neither variant learned{partial} ({losses}; chance is {chance:.2f}). "
-            + _saturation(scaled, config)
-            + " Try more steps or another learning rate before drawing a conclusion."
-        )
-        return Verdict("neither_learned", headline, reasons)
-    both = (
-        f"both learned (scaled by step {s_steps}, unscaled by step {u_steps})"
-        if s_steps is not None and u_steps is not None
-        else "they ended close"
-    )
-    headline = f"No clear difference at these settings{partial}: {both}; {losses}. " + _saturation(unscaled, config)
-    return Verdict("no_difference", headline, reasons)

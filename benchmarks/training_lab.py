@@ -18,7 +18,8 @@ import torch
 
 from attention_core.device import pick_device
 from attention_core.recurrence import time_sequence_models, timing_summary
-from attention_core.training import TrainingConfig, TrainingSnapshot, summarize, train_side_by_side, variants, verdict
+from attention_core.training import TrainingConfig, TrainingSnapshot, summarize, train_side_by_side, variants
+from ui.training_verdict import verdict
 
 from .common import interleaved
 

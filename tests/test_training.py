@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from attention_core import training
+from attention_core.device import limited_threads
 from attention_core.recurrence import (
     PathLengths,
     path_length_columns,
@@ -21,20 +22,17 @@ from attention_core.recurrence import (
     timing_summary,
 )
 from attention_core.training import (
-    MAX_CONCURRENT_TRAININGS,
-    TrainingBusyError,
     TrainingConfig,
     TrainingSnapshot,
-    limited_threads,
     make_batch,
     run_to_end,
     summarize,
     train_side_by_side,
     train_steps,
-    training_slot,
     variants,
-    verdict,
 )
+from ui.policy import MAX_CONCURRENT_TRAININGS, TrainingBusyError, training_slot
+from ui.training_verdict import verdict
 
 ROOT = Path(__file__).parents[1]
 SMALL = TrainingConfig(d_k=32, steps=30, snapshot_every=10)
@@ -152,7 +150,7 @@ def test_side_by_side_runs_in_lockstep_and_matches_separate_runs():
 
 
 def test_stopping_early_releases_the_training_slot():
-    run = train_steps(replace(SMALL, steps=1000, snapshot_every=1))
+    run = train_steps(replace(SMALL, steps=1000, snapshot_every=1), guard=training_slot())
     next(run)  # holding a slot now
     with training_slot(0.01):  # the other slot is still free
         with pytest.raises(TrainingBusyError), training_slot(0.01):
@@ -166,7 +164,7 @@ def test_at_most_two_trainings_at_once():
     assert MAX_CONCURRENT_TRAININGS == 2
     with training_slot(0.01), training_slot(0.01):
         with pytest.raises(TrainingBusyError, match="already running"):
-            next(train_steps(SMALL, slot_timeout_s=0.01))
+            next(train_steps(SMALL, guard=training_slot(0.01)))
 
 
 def test_thread_limit_is_capped_and_restored():
@@ -345,6 +343,8 @@ def test_timing_leaves_the_global_generator_alone():
         ("attention_core/recurrence.py", {"streamlit", "plotly"}),
         ("viz/training.py", {"streamlit", "torch"}),
         ("ui/training_lab.py", {"torch", "numpy", "plotly"}),
+        ("ui/training_verdict.py", {"torch", "numpy", "plotly", "streamlit"}),
+        ("ui/policy.py", {"torch", "numpy", "plotly", "streamlit"}),
     ],
 )
 def test_training_lab_modules_keep_their_walls(path, forbidden):

@@ -5,8 +5,8 @@ out) and viz.training (figures out). Every widget key starts with "lab_".
 Training runs chunk by chunk in this session's script thread: after each chunk the progress bar and
 the figures are redrawn. Pressing Stop reruns the script, which interrupts the loop at its next
 redraw; the chunks done so far stay in session_state (plain floats and numpy, no tensors) and are
-shown with the step they reached. At most two trainings run at once in the whole server (the core's
-semaphore); a third waits, then gets a message.
+shown with the step they reached. At most two trainings run at once in the whole server (the training
+slot of ui.policy, held by the training generator while it runs); a third waits, then gets a message.
 """
 
 from __future__ import annotations
@@ -18,15 +18,10 @@ import streamlit as st
 
 from attention_core.device import pick_device
 from attention_core.recurrence import path_length_columns, path_lengths, time_sequence_models, timing_summary
-from attention_core.training import (
-    TrainingBusyError,
-    TrainingConfig,
-    TrainingSnapshot,
-    train_side_by_side,
-    variants,
-    verdict,
-)
+from attention_core.training import TrainingConfig, TrainingSnapshot, train_side_by_side, variants
+from ui.policy import TrainingBusyError, training_slot
 from ui.text import plain
+from ui.training_verdict import verdict
 from viz.training import attention_vs_recurrence, probe_attention, training_curves
 
 DEFAULTS = TrainingConfig()
@@ -182,7 +177,7 @@ def _train(configs: tuple[TrainingConfig, ...], slots: tuple) -> None:
     st.session_state[STOP_KEY] = False
     st.session_state[RUNS_KEY] = None
     try:
-        with closing(train_side_by_side(configs)) as chunks:
+        with closing(train_side_by_side(configs, guard=training_slot())) as chunks:
             for runs in chunks:
                 st.session_state[RUNS_KEY] = runs
                 stop = bool(st.session_state.get(STOP_KEY))
@@ -271,7 +266,9 @@ def _recurrence_section() -> None:
     if measure:
         with st.spinner("Timing attention, RNN and GRU …"):
             try:
-                st.session_state[TIMING_KEY] = time_sequence_models(TIMING_NS, batch_size=2, repeats=3, device=device)
+                with training_slot():
+                    report = time_sequence_models(TIMING_NS, batch_size=2, repeats=3, device=device)
+                st.session_state[TIMING_KEY] = report
             except TrainingBusyError as err:
                 st.warning(f"{err}. Nothing was measured.")
     report = st.session_state.get(TIMING_KEY)
