@@ -137,3 +137,25 @@ def test_role_map_colours_each_head_by_its_label():
     z = np.asarray(fig.data[0].z)
     assert z.tolist() == [[ROLE_ORDER.index("sink"), ROLE_ORDER.index("positional")]]
     assert "sink 1.00" in fig.data[0].customdata[0][0] and "induction n/a" in fig.data[0].customdata[0][0]
+
+
+def test_export_writes_the_display_options_and_the_extra_maps(tmp_path):
+    from types import SimpleNamespace
+
+    from viz.export import export_trace
+
+    core = SimpleNamespace(num_heads=1, head=lambda h: SimpleNamespace(weights=WEIGHTS))
+    trace = SimpleNamespace(tokens=BERT_TOKENS, layer=0, head=0, facts=None, core=core, model=None)
+    shown = display_map(WEIGHTS, BERT_TOKENS, BERT_OFFSETS, hide_special=True)
+    bars = query_set_row(shown.weights, [1, 2])
+    manifest = export_trace(
+        trace,
+        tmp_path,
+        "csv",
+        view="lines",
+        display={"hide_special": True, "note": shown.note},
+        extra_matrices={"query_set": (bars[None, :], ["rows 1+2 summed"], shown.col_labels)},
+    )
+    assert manifest["display"]["note"] == HIDDEN_NOTE.format(names="[CLS], [SEP]")
+    assert manifest["matrices"] == ["lines_weights", "query_set"]
+    assert (tmp_path / "query_set.csv").read_text().splitlines()[0].endswith("token,·ization,works")

@@ -163,3 +163,37 @@ def roles(trace, request: TraceRequest):
         return head_roles(attentions, sinks=special_positions(trace.tokens, trace.offsets), induction=scores)
 
     return compute.store().get(key, run, lambda value: 64 * value.labels.size)
+
+
+def export_extras(trace, settings: Settings, views: str) -> dict:
+    """What the slides zip adds for the display options and head roles: the options and what they changed
+    (manifest "display"), the maps as shown ("<figure>_as_shown" figures and CSV), the head roles (heads)."""
+    chosen = views.split(",")
+    head = trace.core.head(trace.head)
+    said = notes(shown(trace, head.weights, head.mask, settings), settings)
+    info = {
+        "hide_special": settings.hide_special,
+        "words": settings.words,
+        "fixed_range": settings.fixed_range,
+        "query_set": list(settings.query_set),
+        "note": said or "the weights as computed",
+    }
+    figures: dict = {}
+    matrices: dict = {}
+    if active(settings) and "derivation" in chosen:
+        figures["weights_as_shown"], matrices["weights_as_shown"] = weights_view(trace, settings)
+    if active(settings) and "heads" in chosen:
+        figures["head_grid_as_shown"] = grid_view(trace, settings)
+    queries = tuple(j for j in settings.query_set if j < len(trace.tokens))  # a link's set may outrun the text
+    if "query" in chosen and (queries or active(settings)):
+        figures["query_set"], matrices["query_set"], _ = query_row_view(
+            trace, settings, queries or (min(settings.query, len(trace.tokens) - 1),)
+        )
+    if "heads" in chosen:
+        from viz.roles import role_map
+
+        found = roles(trace, settings.request())
+        _, layer, _ = heads_source(trace)
+        figures["head_roles"] = role_map(found, selected=(layer, trace.head), theme="slides")
+        matrices["head_roles"] = found.table()
+    return {"display": info, "extra_figures": figures, "extra_matrices": matrices}

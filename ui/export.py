@@ -12,7 +12,7 @@ from attention_core.traces import ModelTrace
 from viz.export import export_zip
 from viz.lesson import lesson_html, lesson_problem
 
-from . import compute
+from . import compute, display
 from .settings import Settings
 from .text import plain
 from .views.common import image_export_problem
@@ -32,6 +32,7 @@ def slides_button(trace: ModelTrace, settings: Settings, views: str) -> None:
             query=settings.query,
             statistic=settings.statistic,
             settings=asdict(settings.request()),
+            **display.export_extras(trace, settings, views),  # display options, maps as shown, head roles
         )
 
     left.download_button(

@@ -198,6 +198,9 @@ def export_trace(
     statistic: str | None = None,
     settings: dict | None = None,
     scale: float = 1.0,
+    display: dict | None = None,
+    extra_figures: dict[str, go.Figure] | None = None,
+    extra_matrices: dict | None = None,
 ) -> dict:
     """Write every figure of ``view`` (and its matrices as CSV) into ``out_dir``; return the manifest.
 
@@ -205,6 +208,8 @@ def export_trace(
     pages share ``plotly.min.js`` in the same folder. ``manifest.json`` lists the files, the
     settings, the model facts, the layer/head/query, versions, the date, and any warnings (e.g. no
     browser for PNG/SVG). Figures are drawn with ``theme`` ("slides" by default).
+    ``display`` (the app's display options and what they changed) goes into the manifest as is;
+    ``extra_figures`` / ``extra_matrices`` (e.g. the maps as shown, head roles) are written beside the rest.
     """
     chosen_formats = parse_formats(formats)
     chosen_views = parse_views(view)
@@ -222,6 +227,10 @@ def export_trace(
             warnings.append("compare view skipped: the trace has no real model")
         if name == "rollout" and trace.model_attentions is None:
             warnings.append("rollout view skipped: the trace has no model attentions")
+
+    figures.update(extra_figures or {})
+    if "csv" in chosen_formats:
+        matrices.update(extra_matrices or {})
 
     images = [fmt for fmt in chosen_formats if fmt in IMAGE_FORMATS]
     browser = find_browser()
@@ -274,6 +283,7 @@ def export_trace(
         "head": trace.head if head is None else head,
         "query": query if query is not None else len(trace.tokens) - 1,
         "settings": _jsonable(settings or {}),
+        "display": _jsonable(display or {}),
         "replay": _jsonable(getattr(trace, "replay", ())),
         "notices": list(getattr(trace, "notices", ())),
         "departures": list(getattr(trace, "departures", ())),
@@ -298,6 +308,7 @@ def export_zip(
     query: int | None = None,
     statistic: str | None = None,
     settings: dict | None = None,
+    **extras,
 ) -> bytes:
     """``export_trace`` into a temporary folder, returned as the bytes of a zip (for a download button)."""
     with tempfile.TemporaryDirectory(prefix="attention-lens-") as folder:
@@ -311,6 +322,7 @@ def export_zip(
             query=query,
             statistic=statistic,
             settings=settings,
+            **extras,  # display, extra_figures, extra_matrices
         )
         buffer = io.BytesIO()
         with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
