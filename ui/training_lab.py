@@ -38,6 +38,65 @@ def _request_stop() -> None:
     st.session_state[STOP_KEY] = True
 
 
+def _variant_toggles() -> tuple[bool, bool, int]:
+    """The right-hand column: which variants to train, and the seed."""
+    want_scaled = st.toggle(
+        "train with scaling (÷ sqrt(d_k))",
+        value=True,
+        key="lab_scaled",
+        help="The variant the article recommends: scores multiplied by 1/sqrt(d_k) before softmax.",
+    )
+    want_unscaled = st.toggle(
+        "train without scaling (raw q·k)",
+        value=True,
+        key="lab_unscaled",
+        help="The same layer, same seed, same data, but the scores go into softmax unscaled.",
+    )
+    seed = st.number_input(
+        "seed",
+        min_value=0,
+        max_value=2**31 - 1,
+        value=DEFAULTS.seed,
+        step=1,
+        key="lab_seed",
+        help="Fixes the embeddings, the initial weights and every batch: the same seed gives the same curves.",
+    )
+    return want_scaled, want_unscaled, seed
+
+
+def _more_settings() -> tuple[str, int, int]:
+    """The "More settings" expander: optimiser, slots per example, batch size."""
+    with st.expander("More settings"):
+        a, b, c = st.columns(3)
+        optimizer = a.radio(
+            "optimiser",
+            options=("adam", "sgd"),
+            index=0,
+            key="lab_optimizer",
+            horizontal=True,
+            help="Adam rescales each parameter's step and so partly hides vanishing gradients; "
+            "plain SGD shows them raw (raise the learning rate to ~1 for SGD).",
+        )
+        num_slots = b.slider(
+            "slots per example",
+            min_value=4,
+            max_value=32,
+            value=DEFAULTS.num_slots,
+            step=4,
+            key="lab_num_slots",
+            help="How many (key, value) pairs the query chooses among. More slots: a harder search, "
+            "and uniform attention spreads thinner.",
+        )
+        batch_size = c.select_slider(
+            "batch size",
+            options=(16, 32, 64, 128),
+            value=DEFAULTS.batch_size,
+            key="lab_batch_size",
+            help="Fresh examples per step. Larger batches give smoother curves and take longer.",
+        )
+    return optimizer, num_slots, batch_size
+
+
 def _controls() -> tuple[TrainingConfig, bool, bool]:
     """Read the widgets into one base config (scaled flag unset) and the two variant toggles."""
     left, middle, right = st.columns(3)
@@ -77,55 +136,8 @@ def _controls() -> tuple[TrainingConfig, bool, bool]:
             help="Each step draws a fresh batch of 64 examples from the seed. Time grows linearly with steps.",
         )
     with right:
-        want_scaled = st.toggle(
-            "train with scaling (÷ sqrt(d_k))",
-            value=True,
-            key="lab_scaled",
-            help="The variant the article recommends: scores multiplied by 1/sqrt(d_k) before softmax.",
-        )
-        want_unscaled = st.toggle(
-            "train without scaling (raw q·k)",
-            value=True,
-            key="lab_unscaled",
-            help="The same layer, same seed, same data, but the scores go into softmax unscaled.",
-        )
-        seed = st.number_input(
-            "seed",
-            min_value=0,
-            max_value=2**31 - 1,
-            value=DEFAULTS.seed,
-            step=1,
-            key="lab_seed",
-            help="Fixes the embeddings, the initial weights and every batch: the same seed gives the same curves.",
-        )
-    with st.expander("More settings"):
-        a, b, c = st.columns(3)
-        optimizer = a.radio(
-            "optimiser",
-            options=("adam", "sgd"),
-            index=0,
-            key="lab_optimizer",
-            horizontal=True,
-            help="Adam rescales each parameter's step and so partly hides vanishing gradients; "
-            "plain SGD shows them raw (raise the learning rate to ~1 for SGD).",
-        )
-        num_slots = b.slider(
-            "slots per example",
-            min_value=4,
-            max_value=32,
-            value=DEFAULTS.num_slots,
-            step=4,
-            key="lab_num_slots",
-            help="How many (key, value) pairs the query chooses among. More slots: a harder search, "
-            "and uniform attention spreads thinner.",
-        )
-        batch_size = c.select_slider(
-            "batch size",
-            options=(16, 32, 64, 128),
-            value=DEFAULTS.batch_size,
-            key="lab_batch_size",
-            help="Fresh examples per step. Larger batches give smoother curves and take longer.",
-        )
+        want_scaled, want_unscaled, seed = _variant_toggles()
+    optimizer, num_slots, batch_size = _more_settings()
     config = replace(
         DEFAULTS,
         d_k=int(d_k),
