@@ -1,4 +1,4 @@
-"""Command line: ``python -m attention_core {verify,tiled,kvcache} ...`` (a composition root).
+"""Command line: ``python -m attention_core {verify,tiled,kvcache,contributions} ...`` (a composition root).
 
 Benchmarks live in ``benchmarks/`` (``python -m benchmarks``; the quick core-vs-torch table is
 ``python -m benchmarks.core_sdpa``): the core never imports them.
@@ -34,6 +34,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     kvcache_cli.add_arguments(kvcache_parser)
     kvcache_parser.set_defaults(run=kvcache_cli.run)
+    from . import contributions_cli
+
+    contributions_parser = sub.add_parser(
+        "contributions",
+        help="one layer per head: weights vs value-weighted contributions, ablation effect, and the check that "
+        "the heads add up to the model's attention output (exit 1 if not)",
+    )
+    contributions_cli.add_arguments(contributions_parser)
+    contributions_parser.set_defaults(run=contributions_cli.run)
     return parser
 
 

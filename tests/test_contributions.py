@@ -1,0 +1,293 @@
+"""Head contributions, ablation and direct logit attribution (issue 17, items 1, 2 and 5).
+
+References, none of them the code under test:
+- a two-head example (grouped-query: both heads read one value head) worked out by hand below;
+- the real model's own attention output, hooked from its output projection (MiniLM, SmolLM2);
+- ablation against a copy of the model whose W^O columns for the head are zeroed by hand;
+- direct logit attribution against the model's own logit.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from attention_core import __main__ as cli
+from attention_core.ablation import (
+    ABLATIONS,
+    ablate_layer,
+    ablation_map,
+    baseline_readout,
+    default_position,
+    direct_logit_attribution,
+    reference_run,
+)
+from attention_core.contributions import contribution_terms, contributions, layer_contributions
+from attention_core.pretrained import capture, load_model, tokenize
+from tests.tiny_models import build_tiny_model
+from viz.contributions import (
+    CONTRIBUTION_MODES,
+    ablation_bars,
+    ablation_map_figure,
+    contribution_grid,
+    direct_logit_figure,
+    head_share_figure,
+    next_token_figure,
+    row_comparison,
+)
+
+TEXT = "The cat sat on the mat."
+
+
+# --- a two-head example, by hand ----------------------------------------------------------------------
+# H = 2 query heads share Hkv = 1 value head (Ev = 1), D = 2.
+#   v = [2, 4]                     W^O = [[1, 0],   (head 0's row)     b^O = [0.5, -1]
+#                                         [0, 3]]   (head 1's row)
+#   alpha head 0 = [[1, 0], [.5, .5]]      alpha head 1 = [[.25, .75], [0, 1]]
+# v_j W^O_h:     head 0: [2, 0], [4, 0] (norms 2, 4);   head 1: [0, 6], [0, 12] (norms 6, 12)
+# ||alpha v W||: head 0: [[2, 0], [1, 2]];              head 1: [[1.5, 9], [0, 12]]
+# head outputs:  head 0: [2, 0], [3, 0];                head 1: [0, 10.5], [0, 12]
+# block output:  [2.5, 9.5], [3.5, 11]
+# head shares per token: token 0: 2 / 12.5 = .16, 10.5 / 12.5 = .84; token 1: 3 / 15 = .2, 12 / 15 = .8
+
+
+def _hand_example():
+    weights = torch.tensor([[[1.0, 0.0], [0.5, 0.5]], [[0.25, 0.75], [0.0, 1.0]]])  # (H, L, S)
+    v = torch.tensor([[[2.0], [4.0]]])  # (Hkv, S, Ev)
+    w_o = torch.tensor([[1.0, 0.0], [0.0, 3.0]])  # (H*Ev, D)
+    b_o = torch.tensor([0.5, -1.0])
+    return weights, v, w_o, b_o
+
+
+def test_two_heads_by_hand():
+    weights, v, w_o, b_o = _hand_example()
+    model_output = torch.tensor([[2.5, 9.5], [3.5, 11.0]])
+    parts = contributions(weights, v, w_o, b_o, model_output=model_output)
+    np.testing.assert_allclose(parts.value_norms, [[2, 4], [6, 12]])
+    np.testing.assert_allclose(parts.contribution_norms, [[[2, 0], [1, 2]], [[1.5, 9], [0, 12]]])
+    np.testing.assert_allclose(parts.head_outputs, [[[2, 0], [3, 0]], [[0, 10.5], [0, 12]]])
+    np.testing.assert_allclose(parts.block_output, [[2.5, 9.5], [3.5, 11]])
+    np.testing.assert_allclose(parts.head_shares(), [[0.16, 0.2], [0.84, 0.8]])
+    np.testing.assert_allclose(parts.contribution_shares()[0], [[1, 0], [1 / 3, 2 / 3]])
+    np.testing.assert_allclose(parts.contribution_shares()[1], [[1 / 7, 6 / 7], [0, 1]])
+    assert parts.sum_check_max_abs_diff == 0.0 and parts.sum_check_ok
+    assert parts.kv_head(0) == parts.kv_head(1) == 0
+    terms = contribution_terms(weights, v, w_o)  # (H, L, S, D): the terms themselves
+    assert terms.shape == (2, 2, 2, 2)
+    np.testing.assert_allclose(terms[1, 0, 1].numpy(), [0, 9])  # 0.75 * [0, 12]
+    np.testing.assert_allclose(terms.sum(dim=(0, 2)).numpy() + b_o.numpy(), [[2.5, 9.5], [3.5, 11]])
+
+
+def test_the_check_catches_a_wrong_output_and_a_bad_shape():
+    weights, v, w_o, b_o = _hand_example()
+    wrong = contributions(weights, v, w_o, b_o, model_output=torch.tensor([[2.5, 9.5], [3.5, 11.01]]))
+    assert wrong.sum_check_max_abs_diff == pytest.approx(0.01, rel=1e-4) and not wrong.sum_check_ok
+    assert np.isnan(contributions(weights, v, w_o).sum_check_max_abs_diff)
+    with pytest.raises(ValueError, match="rows"):
+        contributions(weights, v, w_o[:1], b_o)
+
+
+# --- the real models: the heads add up to what the model computed --------------------------------------
+
+
+@pytest.fixture(scope="module")
+def bundled():
+    made = {}
+
+    def get(name):
+        if name not in made:
+            loaded = load_model(name)
+            tokens = tokenize(loaded, TEXT)
+            made[name] = (loaded, tokens, capture(loaded, tokens), reference_run(loaded, tokens))
+        return made[name]
+
+    return get
+
+
+@pytest.mark.parametrize("name", ["minilm", "smollm2"])
+def test_heads_add_up_to_the_models_attention_output(bundled, name):
+    loaded, tokens, captured, reference = bundled(name)
+    for layer in (0, len(loaded.sites) - 1):
+        parts = layer_contributions(captured.layer(layer), reference.attn_outputs[layer])
+        assert parts.model_output.shape == (tokens.length, loaded.facts.d_model)
+        assert parts.sum_check_scaled_diff <= 1e-5, (name, layer, parts.sum_check_scaled_diff)
+        biggest = float(np.abs(parts.model_output).max())
+        assert parts.sum_check_max_abs_diff <= 1e-5 * max(1.0, biggest)
+        if name == "minilm":  # values near 1: the plain absolute difference is held to 1e-5 too
+            assert parts.sum_check_max_abs_diff <= 1e-5
+        np.testing.assert_allclose(parts.head_shares().sum(axis=0), 1.0, rtol=1e-9)
+        assert not np.allclose(parts.contribution_shares(), parts.weights)  # value norms do reweight
+
+
+def test_smollm2_heads_share_their_value_head(bundled):
+    loaded, _, captured, reference = bundled("smollm2")
+    parts = layer_contributions(captured.layer(2), reference.attn_outputs[2])
+    assert (parts.num_heads, parts.num_kv_heads) == (9, 3)
+    assert [parts.kv_head(h) for h in range(9)] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
+
+
+# --- ablation ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["minilm", "smollm2"])
+def test_switching_off_nothing_changes_nothing_and_a_head_changes_something(bundled, name):
+    loaded, tokens, _, reference = bundled(name)
+    found = ablate_layer(loaded, tokens, 1, heads=[None, 0, 3], reference=reference)
+    nothing, zero_0, zero_3 = found
+    assert abs(nothing.effect) <= 1e-5
+    assert abs(zero_0.effect) > 1e-4 and abs(zero_3.effect) > 1e-4 and zero_0.effect != zero_3.effect
+    if reference.decoder:
+        assert nothing.target.token_id == nothing.top_after[0].token_id
+        assert nothing.target_after == pytest.approx(nothing.target.log_prob, abs=1e-5)
+        assert zero_0.top_before == nothing.top_before and len(zero_0.top_after) == 5
+    else:
+        assert nothing.cosine == pytest.approx(1.0, abs=1e-6) and zero_0.cosine < 1.0
+    mean_0 = ablate_layer(loaded, tokens, 1, heads=[0], mode="mean", reference=reference)[0]
+    assert mean_0.effect != pytest.approx(zero_0.effect, abs=1e-7)
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory):
+    loaded = load_model(str(build_tiny_model("llama", tmp_path_factory.mktemp("llama"))))
+    return loaded, tokenize(loaded, "the cat sat on the mat")
+
+
+def test_zero_ablation_equals_a_model_with_that_heads_w_o_columns_zeroed(tiny_llama):
+    loaded, tokens = tiny_llama
+    layer, head = 1, 2
+    hooked = ablate_layer(loaded, tokens, layer, heads=[head], top_k=3)[0]
+    edited = copy.deepcopy(loaded.model)
+    o_proj = edited.model.layers[layer].self_attn.o_proj
+    head_dim = o_proj.in_features // loaded.sites[layer].num_heads
+    with torch.no_grad():
+        o_proj.weight[:, head * head_dim : (head + 1) * head_dim] = 0.0  # W^O_h = 0 by hand
+        log_probs = edited(input_ids=tokens.ids).logits[0, -1].log_softmax(-1)
+    assert hooked.target_after == pytest.approx(float(log_probs[hooked.target.token_id]), abs=1e-5)
+    assert [t.token_id for t in hooked.top_after] == log_probs.topk(3).indices.tolist()
+
+
+def test_the_layer_by_head_map_reports_each_layer(tiny_llama):
+    loaded, tokens = tiny_llama
+    heard = []
+    found = ablation_map(loaded, tokens, mode="mean", progress=lambda message, fraction: heard.append(fraction))
+    assert found.effects.shape == (2, 4) and np.isfinite(found.effects).all() and found.decoder
+    assert heard[0] == 0.0 and heard[-1] == 1.0 and len(heard) == 3
+    one = ablate_layer(loaded, tokens, 1, mode="mean")
+    np.testing.assert_allclose(found.effects[1], [a.effect for a in one], atol=1e-6)
+    assert found.mode in ABLATIONS and "log-probability" in found.metric
+
+
+def test_a_bad_layer_mode_or_position_is_refused(tiny_llama):
+    loaded, tokens = tiny_llama
+    with pytest.raises(ValueError, match="out of range"):
+        ablate_layer(loaded, tokens, 7)
+    with pytest.raises(ValueError, match="ablation"):
+        ablate_layer(loaded, tokens, 0, mode="half")
+    with pytest.raises(ValueError, match="position"):
+        ablate_layer(loaded, tokens, 0, position=99)
+
+
+# --- direct logit attribution -----------------------------------------------------------------------
+
+
+def test_direct_logits_add_up_to_the_models_logit_smollm2(bundled):
+    loaded, tokens, captured, reference = bundled("smollm2")
+    position = default_position(tokens)
+    parts = layer_contributions(captured.layer(3), reference.attn_outputs[3])
+    dla = direct_logit_attribution(loaded, reference, parts, position)
+    assert dla.heads.shape == (9,) and dla.bias == 0.0 and dla.constant == 0.0  # Llama: no b^O, no norm bias
+    assert dla.check <= 1e-4 * max(1.0, abs(dla.logit))
+    assert dla.token.token_id == int(baseline_readout(loaded, reference, position).argmax())  # the top next token
+    other = direct_logit_attribution(loaded, reference, parts, position, token_id=dla.token.token_id + 1)
+    assert other.check <= 1e-4 * max(1.0, abs(other.logit)) and other.logit != dla.logit
+
+
+def test_direct_logits_through_a_layer_norm_with_bias(tmp_path):
+    loaded = load_model(str(build_tiny_model("gpt2", tmp_path / "gpt2")))
+    torch.manual_seed(1)
+    with torch.no_grad():  # biases start at zero: draw them (in place, so the loaded projections see them too)
+        for name, parameter in loaded.model.named_parameters():
+            if name.endswith("bias"):
+                parameter.normal_(0.0, 0.2)
+    tokens = tokenize(loaded, "the cat sat on the mat")
+    reference = reference_run(loaded, tokens)
+    parts = layer_contributions(capture(loaded, tokens).layer(0), reference.attn_outputs[0])
+    assert parts.sum_check_ok and parts.bias is not None and np.abs(parts.bias).max() > 0  # c_proj's bias
+    dla = direct_logit_attribution(loaded, reference, parts, tokens.length - 1)
+    assert dla.bias != 0.0 and dla.constant != 0.0  # b^O's term; ln_f's bias through the unembedding
+    assert dla.check <= 1e-4 * max(1.0, abs(dla.logit))
+
+
+def test_direct_logits_need_a_decoder(bundled):
+    loaded, tokens, captured, reference = bundled("minilm")
+    parts = layer_contributions(captured.layer(0), reference.attn_outputs[0])
+    with pytest.raises(ValueError, match="decoder"):
+        direct_logit_attribution(loaded, reference, parts, 0)
+
+
+# --- the command line ----------------------------------------------------------------------------------
+
+
+def test_cli_json_minilm(capsys):
+    status = cli.main(["contributions", "--model", "minilm", "--text", TEXT, "--layer", "1", "--json"])
+    report = json.loads(capsys.readouterr().out)
+    assert status == 0 and report["ok"] is True
+    assert report["sum_check_max_abs_diff"] <= 1e-5 and report["layer"] == 1
+    assert len(report["heads"]) == 12 and report["ablation"] == "zero"
+    first = report["heads"][0]
+    assert {"weight_share", "contribution_share", "ablation_effect", "output_share"} <= set(first)
+    assert len(first["weight_share"]) == len(report["tokens"])
+    assert sum(first["weight_share"]) == pytest.approx(1.0, abs=1e-5)
+    assert sum(first["contribution_share"]) == pytest.approx(1.0, abs=1e-9)
+    assert sum(h["output_share"] for h in report["heads"]) == pytest.approx(1.0)
+
+
+def test_cli_json_smollm2_has_the_next_token_and_direct_logits(capsys):
+    argv = ["contributions", "--model", "smollm2", "--text", "The capital of France is", "--layer", "4", "--json"]
+    status = cli.main([*argv, "--ablation", "mean"])
+    report = json.loads(capsys.readouterr().out)
+    assert status == 0 and report["num_kv_heads"] == 3 and len(report["heads"]) == 9
+    assert report["ablation"] == "mean" and "direct_logit" in report["heads"][0]
+    assert report["next_token"]["text"] and report["direct_logit_attribution"]["reconstruction_diff"] < 1e-3
+
+
+def test_cli_exit_codes(capsys):
+    assert cli.main(["contributions", "--model", "minilm", "--layer", "6"]) == 2
+    assert "layer 6 is out of range" in capsys.readouterr().err
+    assert cli.main(["contributions", "--model", "scratch"]) == 2
+    assert "pretrained" in capsys.readouterr().err
+    assert cli.main(["contributions", "--model", "minilm", "--text", "A cat.", "--tolerance", "-1"]) == 1
+    assert "FAILED" in capsys.readouterr().out
+
+
+# --- figures ---------------------------------------------------------------------------------------------
+
+
+def test_figures_draw_what_they_are_given():
+    weights, v, w_o, b_o = _hand_example()
+    parts = contributions(weights, v, w_o, b_o)
+    tokens = ["a", "<b>"]
+    for mode in CONTRIBUTION_MODES:
+        grid = contribution_grid(parts.weights, parts.contribution_shares(), tokens, mode=mode, layer=0, selected=1)
+        expected = parts.weights[1] if mode == "weights" else parts.contribution_shares()[1]
+        np.testing.assert_allclose(np.asarray(grid.data[[d.name for d in grid.data].index("head 1")].z), expected)
+    with pytest.raises(ValueError, match="mode"):
+        contribution_grid(parts.weights, parts.contribution_shares(), tokens, mode="both")
+    row = row_comparison(parts.weights[1, 0], parts.contribution_shares()[1, 0], tokens, query_index=0, head=1)
+    np.testing.assert_allclose(row.data[1].y, [1 / 7, 6 / 7])
+    shares = head_share_figure(parts.head_shares(), tokens, layer=0, selected=0)
+    np.testing.assert_allclose(shares.data[1].y, [0.84, 0.8])
+    assert "&lt;b&gt;" in str(shares.layout.xaxis.ticktext)  # token text escaped
+    assert ablation_bars(np.array([0.1, -0.2]), metric="m", layer=0, decoder=True).data[0].y.tolist() == [0.1, -0.2]
+    grid_map = ablation_map_figure(np.array([[0.1, -0.3], [0.0, 0.2]]), metric="m", decoder=True, selected=(1, 1))
+    assert grid_map.layout.coloraxis.cmin == -0.3 and grid_map.layout.coloraxis.cmax == 0.3
+    tokens_fig = next_token_figure([(" Paris", -0.1), (" the", -3.0)], [(" the", -0.5), (" a", -2.0)])
+    assert list(tokens_fig.data[0].x) == pytest.approx([np.exp(-0.1), np.exp(-3.0), None], nan_ok=True)
+    dla = direct_logit_figure(
+        np.array([1.0, -0.5]), bias=0.1, rest=2.0, constant=0.0, logit=2.6, token="x", layer=0, position=1
+    )
+    assert sum(dla.data[0].y) == pytest.approx(2.6)
