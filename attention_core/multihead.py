@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .masks import causal
 from .sdpa import SDPATrace, scaled_dot_product_attention
 
 
@@ -168,7 +169,7 @@ def multi_head_self_attention(
     mask = attn_mask
     if score_bias is not None:
         if is_causal:
-            mask, is_causal = torch.ones(q.shape[-2], k.shape[-2], dtype=torch.bool, device=x.device).tril(), False
+            mask, is_causal = causal(q.shape[-2], k.shape[-2], device=x.device), False  # (L, S)
         bias = score_bias.to(q.dtype)
         mask = (
             bias

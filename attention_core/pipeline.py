@@ -14,6 +14,7 @@ import torch
 
 from . import masks, positional
 from .device import pick_device
+from .difference import max_difference
 from .multihead import MultiHeadTrace, ProjectionWeights, init_weights, multi_head_self_attention
 from .pretrained import (
     Capture,
@@ -26,6 +27,7 @@ from .pretrained import (
     tokenize,
 )
 from .request import TraceRequest, validate
+from .sdpa import repeat_kv
 from .traces import LayerTrace, ModelFacts, ModelTrace, ReplayDiff
 
 
@@ -138,14 +140,14 @@ def _core_inputs(request: TraceRequest, cap: Capture, facts: ModelFacts, layer: 
 def _per_head(w: torch.Tensor, heads: int, total_heads: int) -> np.ndarray:
     d_model, width = w.shape
     per = w.reshape(d_model, heads, width // heads).permute(1, 0, 2)  # (Hw, D, E)
-    return _np(per.repeat_interleave(total_heads // heads, dim=0))  # (H, D, E)
+    return _np(repeat_kv(per, total_heads))  # (H, D, E)
 
 
 def _bias_per_head(b: torch.Tensor | None, heads: int, total_heads: int) -> np.ndarray | None:
     if b is None:
         return None
     per = b.reshape(heads, -1)  # (Hw, E)
-    return _np(per.repeat_interleave(total_heads // heads, dim=0))  # (H, E)
+    return _np(repeat_kv(per, total_heads, dim=0))  # (H, E)
 
 
 def _np(t: torch.Tensor) -> np.ndarray:
@@ -153,19 +155,13 @@ def _np(t: torch.Tensor) -> np.ndarray:
     return t.detach().to("cpu", torch.float32).numpy()
 
 
-def _repeat_kv(t: torch.Tensor, heads: int) -> torch.Tensor:
-    if t.shape[-3] == heads:
-        return t  # one key/value head per query head: nothing to repeat (no copy)
-    return t.repeat_interleave(heads // t.shape[-3], dim=-3)  # (H, S, E)
-
-
 def layer_trace_from_core(mh: MultiHeadTrace, mask: torch.Tensor, weights: ProjectionWeights) -> LayerTrace:
     """Numpy view of one multi-head call (kv heads repeated to H for grouped-query)."""
     att, heads = mh.attention, weights.num_heads
     return LayerTrace(
         q=_np(mh.q),
-        k=_np(_repeat_kv(mh.k, heads)),
-        v=_np(_repeat_kv(mh.v, heads)),
+        k=_np(repeat_kv(mh.k, heads)),
+        v=_np(repeat_kv(mh.v, heads)),
         scores=_np(att.scores),
         scaled=_np(att.scaled),
         masked=_np(att.masked),
@@ -181,7 +177,7 @@ def layer_trace_from_core(mh: MultiHeadTrace, mask: torch.Tensor, weights: Proje
         b_k=_bias_per_head(weights.b_k, weights.kv_heads, heads),
         b_v=_bias_per_head(weights.b_v, weights.kv_heads, heads),
         q_before_rotary=None if mh.q_unrotated is None else _np(mh.q_unrotated),
-        k_before_rotary=None if mh.k_unrotated is None else _np(_repeat_kv(mh.k_unrotated, heads)),
+        k_before_rotary=None if mh.k_unrotated is None else _np(repeat_kv(mh.k_unrotated, heads)),
     )
 
 
@@ -210,8 +206,8 @@ def _model_layer_trace(cap: Capture, layer: int) -> LayerTrace | None:
     projection = layer_cap.projection
     return LayerTrace(  # the model returns no pre-softmax steps: scores, scaled, masked stay None (the core has them)
         q=_np(layer_cap.q),
-        k=_np(_repeat_kv(layer_cap.k, heads)),
-        v=_np(_repeat_kv(layer_cap.v, heads)),
+        k=_np(repeat_kv(layer_cap.k, heads)),
+        v=_np(repeat_kv(layer_cap.v, heads)),
         scores=None,
         scaled=None,
         masked=None,
@@ -317,7 +313,7 @@ def build_trace(
         replay_hidden=replay_hidden,
         core_vs_model=None
         if model is None
-        else float(np.abs(core.weights - model.weights).max())
+        else max_difference(core.weights, model.weights)
         if core.weights.shape == model.weights.shape
         else None,
         facts=facts,

@@ -103,9 +103,3 @@ def alibi_bias(
     distance = (rows - cols).abs().to(torch.float64)  # (L, S) |i - j|
     slopes = alibi_slopes(num_heads).to(device)  # (H,)
     return (-slopes.view(-1, 1, 1) * distance).to(dtype)  # (H, L, S)
-
-
-def position_similarity(table: torch.Tensor) -> torch.Tensor:
-    """(n, n) cosine similarity of position vectors: how alike two positions look to attention."""
-    unit = table / table.norm(dim=-1, keepdim=True).clamp_min(1e-12)  # (n, d)
-    return unit @ unit.T  # (n, n)

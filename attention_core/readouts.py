@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import torch
 
+from .analysis import row_entropy
 from .traces import HeadTrace
 
 
@@ -15,8 +17,7 @@ def step_readouts(head: HeadTrace) -> dict[str, float]:
     scores = np.asarray(head.scores, dtype=np.float64)  # (L, S) sums in float64 whatever the trace holds
     finite_scores = scores[allowed] if allowed.any() else scores.ravel()
     weights = np.asarray(head.weights, dtype=np.float64)  # (L, S)
-    logs = np.where(weights > 0, np.log(np.where(weights > 0, weights, 1.0)), 0.0)
-    entropy = -(weights * logs).sum(axis=-1)  # (L,)
+    entropy = row_entropy(torch.from_numpy(weights)).numpy()  # (L,) nats
     sums = weights.sum(axis=-1)  # (L,)
     empty = ~allowed.any(axis=-1)  # (L,)
     keys_per_row = allowed.sum(axis=-1).clip(min=1)  # (L,)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, fields, replace
 
+from .sdpa import default_scale
+
 DEFAULT_TEXT = "The animal didn't cross the street because it was too tired."
 
 SCALINGS = ("sqrt_dk", "none", "custom")
@@ -69,7 +71,7 @@ class TraceRequest:
             return 1.0
         if self.scaling == "custom":
             return 1.0 / self.temperature
-        return model_scale if model_scale is not None else 1.0 / math.sqrt(d_k)
+        return model_scale if model_scale is not None else default_scale(d_k)
 
 
 def _coerce(name: str, value, default):

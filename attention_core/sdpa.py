@@ -22,6 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .masks import causal
+
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
@@ -111,9 +113,19 @@ def _empty_rows(attn_mask: torch.Tensor | None, weights: torch.Tensor) -> torch.
     return blocked.expand(target)
 
 
-def causal_mask(num_queries: int, num_keys: int, device: torch.device | str | None = None) -> torch.Tensor:
-    """(L, S) bool, True on and below the diagonal, aligned top-left as torch's ``is_causal``."""
-    return torch.ones(num_queries, num_keys, dtype=torch.bool, device=device).tril()
+def default_scale(d_k: int) -> float:
+    """1 / sqrt(d_k): the factor that keeps q . k at unit variance for unit-variance q and k."""
+    return 1.0 / math.sqrt(d_k)
+
+
+def repeat_kv(t: torch.Tensor, heads: int, *, dim: int = -3) -> torch.Tensor:
+    """Grouped-query attention: each of the Hkv key/value heads on ``dim`` serves heads // Hkv query heads.
+
+    (..., Hkv, S, E) -> (..., H, S, E); returned as it is (no copy) when there are already ``heads``.
+    """
+    if t.shape[dim] == heads:
+        return t
+    return t.repeat_interleave(heads // t.shape[dim], dim=dim)  # (..., H, S, E) kv head j serves a group
 
 
 def scaled_dot_product_attention(
@@ -141,14 +153,14 @@ def scaled_dot_product_attention(
         if attn_mask is not None and attn_mask.dtype != torch.bool:
             attn_mask = attn_mask.float()
     num_queries, num_keys = query.shape[-2], key.shape[-2]
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    scale = default_scale(query.shape[-1]) if scale is None else float(scale)
 
-    if enable_gqa and query.dim() >= 3 and query.shape[-3] != key.shape[-3]:
-        group = query.shape[-3] // key.shape[-3]
-        key = key.repeat_interleave(group, dim=-3)  # (..., H, S, E)    each kv head serves `group` queries
-        value = value.repeat_interleave(group, dim=-3)  # (..., H, S, Ev)
+    if enable_gqa and query.dim() >= 3:
+        key = repeat_kv(key, query.shape[-3])  # (..., H, S, E)    each kv head serves a group of queries
+        value = repeat_kv(value, query.shape[-3])  # (..., H, S, Ev)
     if is_causal:
-        attn_mask = causal_mask(num_queries, num_keys, device=query.device)  # (L, S)
+        rows, cols = max(num_queries, 1), max(num_keys, 1)  # torch accepts L = 0 or S = 0; masks.causal does not
+        attn_mask = causal(rows, cols, device=query.device)[:num_queries, :num_keys]  # (L, S)
 
     scores = query @ key.transpose(-2, -1)  # (..., H, L, S)  q_i . k_j
     scaled = scores * scale  # 1/sqrt(d_k) unless told otherwise

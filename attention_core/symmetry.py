@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .difference import max_difference
 from .lab import PermutationDemo
 from .sdpa import scaled_dot_product_attention
 
@@ -63,9 +64,9 @@ def symmetry_gaps(output, output_shuffled, permutation, *, tolerance: float = 1e
         raise ValueError(f"{list(permutation)} is not a permutation of 0..{original.shape[0] - 1}")
     return SymmetryGaps(
         permutation=tuple(order.tolist()),
-        rows_unchanged=float(np.abs(shuffled - original).max()),
-        rows_moved=float(np.abs(shuffled - original[order]).max()),
-        pooled=float(np.abs(shuffled.mean(axis=0) - original.mean(axis=0)).max()),
+        rows_unchanged=max_difference(shuffled, original),
+        rows_moved=max_difference(shuffled, original[order]),
+        pooled=max_difference(shuffled.mean(axis=0), original.mean(axis=0)),
         tolerance=tolerance,
     )
 
@@ -91,4 +92,4 @@ def key_order_gap(q, k, v, permutation, *, mask=None, scale: float | None = None
     after = scaled_dot_product_attention(
         query, key[order], value[order], None if allowed is None else allowed[:, order], scale=scale
     ).output  # (L, Ev)
-    return float((after - before).abs().max())
+    return max_difference(after, before)

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from dataclasses import dataclass
@@ -39,7 +38,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from .sdpa import _check_inputs, scaled_dot_product_attention
+from .difference import max_difference
+from .sdpa import _check_inputs, default_scale, repeat_kv, scaled_dot_product_attention
 
 NEG_INF = float("-inf")
 MAX_ABS_DIFF = 1e-5  # the command line fails above this difference to the full core
@@ -117,7 +117,7 @@ def tiled_attention(
         if attn_mask is not None and attn_mask.dtype != torch.bool:
             attn_mask = attn_mask.float()
     num_queries, num_keys = query.shape[-2], key.shape[-2]
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    scale = default_scale(query.shape[-1]) if scale is None else float(scale)
 
     group = 1  # query heads served by each key/value head
     key_heads = key.shape[:-2]  # (..., Hkv)
@@ -147,8 +147,8 @@ def tiled_attention(
             key_tile = key[..., k0:k1, :]  # (..., Hkv, bk, E)
             value_tile = value[..., k0:k1, :]  # (..., Hkv, bk, Ev)
             if group > 1:
-                key_tile = key_tile.repeat_interleave(group, dim=-3)  # (..., H, bk, E) only this tile
-                value_tile = value_tile.repeat_interleave(group, dim=-3)  # (..., H, bk, Ev)
+                key_tile = repeat_kv(key_tile, query.shape[-3])  # (..., H, bk, E) only this tile
+                value_tile = repeat_kv(value_tile, query.shape[-3])  # (..., H, bk, Ev)
             scores = query_tile @ key_tile.transpose(-2, -1)  # (..., H, bq, bk)  q_i . k_j
             scaled = scores * scale  # 1/sqrt(d_k) unless told otherwise
             if tile_mask is None:
@@ -217,7 +217,7 @@ def compare_with_full(n: int, block: int = 64, *, heads: int = 12, dim: int = 64
     return TiledComparison(
         n=n,
         block=block,
-        max_abs_diff=float((tiled_out - full_out).abs().max()) if tiled_out.numel() else 0.0,
+        max_abs_diff=max_difference(tiled_out, full_out),
         peak_bytes_tiled=measured["tiled"][1],
         peak_bytes_full=measured["full"][1],
         seconds_tiled=measured["tiled"][2],
@@ -302,7 +302,7 @@ def tiled_walkthrough(q, k, v, mask, scale: float, full_output, block: int = 16,
         running_max[t, r0:r1] = step.m[0, :, 0].numpy()
         running_sum[t, r0:r1] = step.l[0, :, 0].numpy()
         rescale[t, r0:r1] = step.rescale[0, :, 0].numpy()
-        distance[t] = float(np.abs(step.partial[0].numpy() - output[r0:r1]).max())
+        distance[t] = max_difference(step.partial[0], output[r0:r1])
     return TiledWalk(
         block=block,
         rows=np.array([s.rows for s in steps]).reshape(-1, 2),
@@ -312,7 +312,7 @@ def tiled_walkthrough(q, k, v, mask, scale: float, full_output, block: int = 16,
         rescale=rescale,
         distance=distance,
         output=output,
-        max_abs_diff=float(np.abs(output - np.asarray(full_output, dtype=np.float32)).max()),
+        max_abs_diff=max_difference(output, np.asarray(full_output, dtype=np.float32)),
         peak_tile_cells=block * block,
     )
 

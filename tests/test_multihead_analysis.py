@@ -14,6 +14,7 @@ from attention_core.multihead import (
     multi_head_self_attention,
     split_heads,
 )
+from viz.stats import head_statistic
 
 
 def test_split_merge_round_trip():
@@ -128,12 +129,13 @@ def test_head_statistics_by_hand():
     for i in range(1, 4):
         prev[0, i, i - 1] = 1
     uniform = torch.full((1, 4, 4), 0.25)
-    stats = analysis.head_statistics(torch.cat([eye, prev, uniform]))
-    assert np.allclose(stats.entropy, [0, 0, math.log(4)])
-    assert np.allclose(stats.max_weight, [1, 1, 0.25])
-    assert np.allclose(stats.previous_token, [0, 1, 0.25])
-    assert np.allclose(stats.first_token, [0.25, 0.5, 0.25])
-    assert np.allclose(stats.diagonal_distance, [0, 0.75, np.mean([1.5, 1, 1, 1.5])])
+    weights = torch.cat([eye, prev, uniform]).numpy()  # (H, L, S)
+    assert np.allclose(analysis.row_entropy(torch.from_numpy(weights)).mean(-1), [0, 0, math.log(4)])
+    assert np.allclose(head_statistic(weights, "entropy"), [0, 0, math.log(4)])
+    assert np.allclose(head_statistic(weights, "max_weight"), [1, 1, 0.25])
+    assert np.allclose(head_statistic(weights, "previous_token"), [0, 1, 0.25])
+    assert np.allclose(head_statistic(weights, "first_token"), [0.25, 0.5, 0.25])
+    assert np.allclose(head_statistic(weights, "distance"), [0, 0.75, np.mean([1.5, 1, 1, 1.5])])
 
 
 @pytest.mark.parametrize("encoding", ["sinusoidal", "learned", "rotary", "alibi"])

@@ -27,6 +27,7 @@ import numpy as np
 import streamlit as st
 
 from attention_core import lab, pipeline
+from attention_core.analysis import VARIANCE_SAMPLES
 from attention_core.request import TraceRequest
 
 from .policy import ServerBusy as ServerBusy  # app.py catches it as compute.ServerBusy
@@ -325,7 +326,7 @@ def _nbytes_value(value) -> int:
 
 
 @st.cache_data(show_spinner=False)
-def variance_curve(max_power: int = 10, samples: int = 20000, seed: int = 0):
+def variance_curve(max_power: int = 10, samples: int = VARIANCE_SAMPLES, seed: int = 0):
     from attention_core import analysis
 
     return analysis.dot_product_variance(tuple(2**p for p in range(max_power + 1)), samples=samples, seed=seed)

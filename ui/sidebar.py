@@ -7,7 +7,7 @@ from dataclasses import fields
 import streamlit as st
 
 from attention_core.device import available_devices
-from attention_core.request import ENCODINGS, FILLS, LIMITS, MASKS, SCALINGS, SOURCES
+from attention_core.request import ENCODINGS, FILLS, LIMITS, MASKS, MAX_TEXT_CHARS, SCALINGS, SOURCES
 
 from .settings import THEMES, UI_RANGES, VIEW_ONLY, Settings, clamp_to_ui
 
@@ -83,7 +83,7 @@ def text_and_model() -> tuple[str, str]:
         "Text",
         key="text",
         height=90,
-        max_chars=20_000,
+        max_chars=MAX_TEXT_CHARS,
         help="Any text. It is tokenised by the chosen model's tokenizer and capped at 'max tokens'.",
     )
     st.selectbox(

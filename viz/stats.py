@@ -3,12 +3,13 @@
 Every function takes weights of shape (..., L, S) (rows = queries, softmax over keys) and returns
 shape (...): one number per head (or per layer and head). Query i and key j share positions
 (self-attention, i = j on the diagonal). Non-finite weights (a fully masked row returned as NaN)
-count as 0. The core has a torch version of the same definitions; the two must agree.
+count as 0. These are the only definitions: the core keeps just a torch ``row_entropy``
+(``attention_core.analysis``, for its own curves), and a test holds the two entropies equal.
 
 - ``entropy``         mean over rows of -Σ_j w_ij ln w_ij (nats; 0 ln 0 = 0). Low = focused.
 - ``max_weight``      mean over rows of max_j w_ij. High = one key takes nearly everything.
 - ``distance``        mean over rows of Σ_j w_ij |i - j|: how far back/ahead a head looks.
-- ``previous_token``  mean over rows i >= 1 of w_{i,i-1} (0 when L < 2, as in the core).
+- ``previous_token``  mean over rows i >= 1 of w_{i,i-1} (0 when L < 2).
 - ``first_token``     mean over rows of w_{i,0}: attention parked on the first token.
 """
 

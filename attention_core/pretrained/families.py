@@ -16,13 +16,13 @@ Anything else is ``other``: its returned attention weights are still shown, with
 from __future__ import annotations
 
 import inspect
-import math
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from ..multihead import ProjectionWeights
+from ..sdpa import default_scale
 from ..traces import ModelFacts
 
 FAMILIES = ("bert", "gpt2", "llama", "other")
@@ -82,7 +82,7 @@ def _scale(module: nn.Module, head_dim: int, layer: int) -> float:
     scaling = getattr(module, "scaling", None)
     if isinstance(scaling, (int, float)):
         return float(scaling)
-    scale = 1.0 / math.sqrt(head_dim)
+    scale = default_scale(head_dim)
     if hasattr(module, "scale_attn_weights"):  # older GPT-2 code
         scale = scale if module.scale_attn_weights else 1.0
         if getattr(module, "scale_attn_by_inverse_layer_idx", False):

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from functools import partial
 
-import torch
-
+from ..difference import max_difference
 from ..multihead import MultiHeadTrace, ProjectionWeights, multi_head_self_attention
 from ..positional import apply_rotary
 from ..sdpa import SDPATrace, scaled_dot_product_attention
@@ -39,13 +38,6 @@ def replay_layer(capture: Capture, layer: int) -> SDPATrace:
         scale=captured.scale,
         enable_gqa=captured.k.shape[0] != captured.q.shape[0],  # grouped-query: Hkv < H
     )
-
-
-def max_difference(core: torch.Tensor, model: torch.Tensor) -> float:
-    """max |core - model| as a float (0.0 for empty tensors)."""
-    if core.shape != model.shape:
-        raise ValueError(f"cannot compare shapes {tuple(core.shape)} and {tuple(model.shape)}")
-    return float((core - model).abs_().max()) if core.numel() else 0.0  # abs_ on the fresh difference: one buffer
 
 
 def _groups(captured: LayerCapture) -> list[tuple[slice, slice]]:

@@ -16,7 +16,7 @@ import contextlib
 import json
 import sys
 
-DEFAULT_TEXT = "The animal didn't cross the street because it was too tired."
+from ..request import DEFAULT_TEXT
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
