@@ -9,19 +9,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, fields
 
+from attention_core.ablation import ABLATIONS
 from attention_core.device import available_devices
 from attention_core.pairs import PAIRS
 from attention_core.request import CHOICES, LIMITS, TraceRequest, coerce_fields
+from viz.contributions import CONTRIBUTION_MODES
 from viz.stats import STATISTICS as STATISTIC_LABELS
 from viz.theme import THEMES
 
-VIEWS = ("derivation", "compare", "heads", "query", "pairs", "pitfalls", "training")
+VIEWS = ("derivation", "compare", "heads", "query", "pairs", "contributions", "pitfalls", "training")
 VIEW_LABELS = {
     "derivation": "Derivation",
     "compare": "Core vs model",
     "heads": "Heads & layers",
     "query": "Query inspector",
     "pairs": "Minimal pairs",
+    "contributions": "Head contributions",
     "pitfalls": "Pitfalls lab",
     "training": "Training lab",
 }
@@ -42,6 +45,8 @@ class Settings(TraceRequest):
     words: bool = False  # merge subwords into words: keys summed, queries averaged (said on the figure)
     query_set: tuple[int, ...] = ()  # query inspector: several queries, their rows summed (empty: one query)
     fixed_range: bool = True  # weight colours on 0..1 everywhere (comparable); off: each map's own 0..max
+    contribution_mode: str = "weights"  # head contributions view: raw weights or value-weighted contributions
+    ablation: str = "zero"  # head contributions view: switch a head off by zero or by its mean over the sentence
 
     def request(self) -> TraceRequest:
         return TraceRequest(**{f.name: getattr(self, f.name) for f in fields(TraceRequest)})
@@ -53,6 +58,9 @@ STATISTICS = tuple(STATISTIC_LABELS)  # defined once, in viz.stats
 VIEW_ONLY = ("head", "view", "query", "statistic", "pair_text", "hide_special", "words", "query_set", "fixed_range")
 # (pair_text: only the pairs view's own trace; hide_special, words, query_set, fixed_range: viz.display)
 UI_CHOICES["statistic"] = STATISTICS
+VIEW_ONLY += ("contribution_mode", "ablation")  # the contributions view's own runs, cached apart from the trace
+UI_CHOICES["contribution_mode"] = CONTRIBUTION_MODES  # defined once, in viz.contributions
+UI_CHOICES["ablation"] = ABLATIONS  # defined once, in attention_core.ablation
 
 # The ranges the sidebar's widgets offer (narrower than the core's LIMITS). A link's value outside
 # them is clamped here with a notice: a widget handed such a value would refuse to draw.

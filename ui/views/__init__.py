@@ -13,7 +13,7 @@ def render(view: str, trace: ModelTrace, settings: Settings) -> None:
 
         render_training_lab()
         return
-    from . import compare, derivation, heads, pairs, pitfalls, query
+    from . import compare, contributions, derivation, heads, pairs, pitfalls, query
 
     {
         "derivation": derivation.render,
@@ -21,5 +21,6 @@ def render(view: str, trace: ModelTrace, settings: Settings) -> None:
         "heads": heads.render,
         "query": query.render,
         "pairs": pairs.render,
+        "contributions": contributions.render,
         "pitfalls": pitfalls.render,
     }.get(view, derivation.render)(trace, settings)
