@@ -20,6 +20,6 @@ Helpers: ``common`` (config, interleaved timing, tables, machine facts), ``memor
 memory in a child process), ``jslibs`` (bertviz's JavaScript from npm, served through page.route),
 ``plots`` (plotly figures -> PNG), ``report`` (REPORT.md and results/*.json).
 
-This package is a composition root: it may import attention_core, viz, ui's app through AppTest,
-and tests/browser.py's helpers; nothing in the app imports it.
+This package is a composition root: it may import attention_core, viz, ui (plain modules such as
+ui.training_verdict, and the app through AppTest) and tests/browser.py's helpers; nothing in the app imports it.
 """
