@@ -30,6 +30,7 @@ from attention_core import lab, pipeline
 from attention_core.analysis import VARIANCE_SAMPLES
 from attention_core.request import TraceRequest
 
+from . import prefetch
 from .policy import ServerBusy as ServerBusy  # app.py catches it as compute.ServerBusy
 from .policy import env_number, heavy
 
@@ -234,9 +235,17 @@ def figures(trace, request: TraceRequest, view: str, **options) -> dict:
     (a class opening the same link, a teacher going back to a head): treat the figures as read-only."""
     from viz.views import figures_for_trace
 
-    shown = {name: value for name, value in options.items() if name != "precomputed"}
-    key = ("figures", numbers_key(request), trace.head, view, tuple(sorted(shown.items())))
-    return store().get(key, lambda: figures_for_trace(trace, view, **options), _figures_bytes)
+    def job(head: int):  # this call's store key and builder at ``head`` (ui.prefetch builds the neighbours)
+        at = with_head(trace, head)
+        opts = {**options, "head": at.head} if "head" in options else options
+        shown = {name: value for name, value in opts.items() if name != "precomputed"}
+        key = ("figures", numbers_key(request), at.head, view, tuple(sorted(shown.items())))
+        return key, lambda: figures_for_trace(at, view, **opts)
+
+    key, build = job(trace.head)
+    if "precomputed" not in options:  # precomputed arrays belong to this head only
+        prefetch.note(store(), job, _figures_bytes, trace.head, trace.core.num_heads)
+    return store().get(key, build, _figures_bytes)
 
 
 def _figures_bytes(figs: dict) -> int:
