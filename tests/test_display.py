@@ -159,3 +159,23 @@ def test_export_writes_the_display_options_and_the_extra_maps(tmp_path):
     assert manifest["display"]["note"] == HIDDEN_NOTE.format(names="[CLS], [SEP]")
     assert manifest["matrices"] == ["lines_weights", "query_set"]
     assert (tmp_path / "query_set.csv").read_text().splitlines()[0].endswith("token,·ization,works")
+
+
+def test_the_app_shows_display_notes_and_head_roles():
+    import json
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    app = str(Path(__file__).resolve().parents[1] / "app.py")
+    params = {"view": "heads", "text": "Tokenization works.", "max_tokens": "16", "hide_special": "1", "words": "1"}
+    at = AppTest.from_file(app, default_timeout=300)
+    at.query_params.update(params)
+    at.run()
+    at.session_state["open_roles"] = True
+    at.run()
+    assert not at.exception and not at.error
+    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+    grid = next(t for t in titles if "all 12 heads" in t)
+    assert "rows renormalised after hiding [CLS], [SEP]" in grid and "keys summed, queries averaged" in grid
+    assert any(t.startswith("Head roles") for t in titles)
