@@ -30,7 +30,8 @@ Public API
 
 Files: errors.py (ModelLoadError), paths.py (local folders, models_dir), network.py (hub reachable?),
 bundled.py (bundled models, SmolLM2 conversion cache), families.py (where attention lives per
-architecture), loading.py, tokens.py, capture.py (hooks), replay.py, verify.py (CLI).
+architecture), loading.py, probe.py (capture + replay one sentence right after loading), tokens.py,
+capture.py (hooks), replay.py, verify.py (CLI).
 Elsewhere: tiny random models of each family for tests in tests/tiny_models.py; the capture + replay
 benchmark in benchmarks/models.py.
 """

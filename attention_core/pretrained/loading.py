@@ -7,7 +7,7 @@ optional ``revision``. Hub ids go through the local Hugging Face cache; when the
 reached, only the cache is used (see ``network.py``). A hub id or local folder whose config declares
 more parameters than $ATTENTION_LENS_MAX_PARAMS is refused from config.json alone (``size.py``).
 After loading, a short probe sentence is captured and replayed, so a model that returns no
-attentions fails here, and one whose q/k/v cannot be captured still loads with a notice.
+attentions fails here, and one whose q/k/v cannot be captured still loads with a notice (``probe.py``).
 """
 
 from __future__ import annotations
@@ -28,11 +28,10 @@ from .errors import ModelLoadError, explain
 from .families import AttentionSite, find_sites, model_facts, projection_weights
 from .network import hub_reachable
 from .paths import is_hub_id, resolve_local
+from .probe import probe
 from .size import check_size
 
 Progress = Callable[[str, float], None]
-PROBE_TEXT = "The quick brown fox jumps over the lazy dog."
-PROBE_TOLERANCE = 1e-4  # replay differences above this on the probe earn a notice
 
 
 @dataclass(frozen=True, eq=False)
@@ -232,39 +231,6 @@ def _load(name, source, hub, offline, target, notices, progress, base, *, check_
         notices=tuple(notices),
     )
     _step(progress, f"Checking that {name} returns its attention weights", 0.9)
-    loaded = _probe(loaded)
+    loaded = probe(loaded)
     _step(progress, f"{name} is ready", 1.0)
     return loaded
-
-
-def _probe(loaded: LoadedModel) -> LoadedModel:
-    """Capture and replay a short sentence: no attentions -> error; q/k/v trouble -> notice."""
-    from dataclasses import replace
-
-    from .capture import capture
-    from .replay import replay
-    from .tokens import tokenize_text
-
-    tokens = tokenize_text(
-        loaded.tokenizer, PROBE_TEXT, max_tokens=32, max_positions=loaded.facts.max_positions or None
-    )
-    try:
-        captured = capture(loaded, tokens)
-    except ModelLoadError:
-        raise
-    except Exception as err:
-        if not loaded.sites:
-            raise explain(err, loaded.name) from err
-        stripped = replace(loaded, sites=(), projections=())
-        note = f"Capturing q, k, v failed ({type(err).__name__}: {err}); only the model's attention weights are shown."
-        return _probe(replace(stripped, notices=(*loaded.notices, note)))
-    notices = list(loaded.notices)
-    notices += [n for n in captured.notices if n not in notices and n != tokens.notice]
-    diffs = replay(captured)
-    worst = max((max(d.weights, d.output) for d in diffs), default=0.0)
-    if diffs and not worst <= PROBE_TOLERANCE:
-        notices.append(
-            f"Replaying this model's own q, k, v misses its attention by up to {worst:.2g}: it computes attention "
-            "with a step the core does not model, so treat the captured q, k, v with care."
-        )
-    return replace(loaded, notices=tuple(notices))
