@@ -21,7 +21,8 @@ import torch.nn.functional as F
 
 from attention_core import ProjectionWeights, init_weights
 from attention_core import __main__ as cli
-from attention_core.kvcache import attention_macs, cache_bytes, kv_cache_decode, kv_cache_scratch, kv_groups
+from attention_core.kvcache import attention_macs, cache_bytes, kv_cache_scratch, kv_groups
+from attention_core.kvcache_model import kv_cache_decode
 from attention_core.pretrained import capture, load_model
 from attention_core.pretrained.tokens import Tokens
 from tests.tiny_models import build_tiny_model

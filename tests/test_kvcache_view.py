@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from attention_core.kvcache import kv_cache_decode
+from attention_core.kvcache_model import kv_cache_decode
 from attention_core.pretrained import load_model
 from tests.tiny_models import build_tiny_model
 from ui.store import Store
