@@ -185,6 +185,44 @@ def test_one_token_prompt_has_no_prefill(tiny):
     assert run.worst("full") <= TOL
 
 
+# --- the same run on a float64 copy of the model: the core judged at matching precision ----------------
+
+
+@pytest.mark.parametrize(("family", "bound"), [("gpt2", 1e-12), ("llama", 1e-6), ("mistral", 1e-6)])
+def test_float64_copy_checks_the_core_at_matching_precision(tiny, family, bound):
+    """GPT-2 runs wholly in float64 (1e-15); Llama-type models keep their eager softmax and RMSNorm in float32."""
+    loaded, run32, _ = tiny(family)
+    run = kv_cache_decode(loaded, TEXT, STEPS, check_generate=False, time_full=False, check_float64=True)
+    assert run.new_ids == run32.new_ids  # the tokens are the float32 model's own
+    assert next(loaded.model.parameters()).dtype == torch.float32  # the shared model is left as it was
+    for step in run.steps:
+        assert step.diff_cached_float64 <= bound and step.diff_full_float64 <= bound
+    assert run.worst("full_float64") < run.worst("full")  # closer than float32 (its own rounding)
+
+
+def test_a_wrong_core_cache_fails_the_float64_check(tiny, monkeypatch, capsys):
+    """Shift the core's cached values in the float64 run only: the float64 references must catch it."""
+    from attention_core.kvcache_model import Stepper
+
+    _, _, folder = tiny("llama")
+    original = Stepper.core_rows
+
+    def skewed(self, layers):
+        if self.dtype == torch.float64:
+            for values in self.values:
+                values[:, 0] += 1e-3  # the first cached position's values, a little off (1e-3 per step)
+        return original(self, layers)
+
+    monkeypatch.setattr(Stepper, "core_rows", skewed)
+    args = ["kvcache", "--model", str(folder), "--text", TEXT, "--steps", "3", "--json", "--no-generate"]
+    assert cli.main(args) == 1
+    report = json.loads(capsys.readouterr().out)
+    worst = report["max_abs_diff"]
+    assert report["ok"] is False and "full_float64" in report["checked"] and "full" not in report["checked"]
+    assert worst["full_float64"] > TOL and worst["cached_float64"] > TOL
+    assert worst["cached"] <= TOL and worst["full"] <= TOL  # the float32 run was left alone
+
+
 # --- the scratch causal layer: torch's SDPA and a softmax written out here ---------------------------
 
 
@@ -292,3 +330,15 @@ def test_smollm2_cached_decoding():
     for step in run.steps:
         assert step.cache_bytes == 30 * 2 * 3 * step.keys * 64 * 4  # 46,080 bytes per cached position
         assert step.cache_bytes_one_kv_per_head == 3 * step.cache_bytes
+
+
+@pytest.mark.slow
+def test_smollm2_32_steps_on_the_command_line(capsys):
+    """The acceptance command: float32's own cached-vs-full drift is reported, the core judged in float64."""
+    assert cli.main(["kvcache", "--model", "smollm2", "--steps", "32", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    worst = report["max_abs_diff"]
+    assert report["ok"] is True and report["tokens_match_generate"] is True
+    assert worst["cached"] <= TOL and worst["cache_object"] <= TOL and worst["generate"] <= TOL
+    assert worst["full_float64"] <= TOL and worst["cached_float64"] <= TOL and worst["full_replay"] <= TOL
+    assert len(report["steps"]) >= 20  # long enough for the float32 drift (about 1e-5) to show
