@@ -38,24 +38,13 @@ def permutation_demo(
     Position is attached AFTER shuffling (position 0 is whatever token now stands first), as in a
     real model: that is what makes the encodings break the symmetry.
     """
-    if encoding not in positional.ENCODINGS:
-        raise ValueError(f"unknown encoding {encoding!r}; choose one of {', '.join(positional.ENCODINGS)}")
     x = embeddings.to(torch.float64)  # (L, D)
-    length, d_model = x.shape
-    weights = init_weights(d_model, d_k, heads, seed=seed, dtype=torch.float64, with_output=False)
-    cos, sin = positional.rotary_cos_sin(length, d_k, dtype=torch.float64) if encoding == "rotary" else (None, None)
+    positional.apply(encoding, x, heads=heads, head_dim=d_k)  # refuses an unknown name before any work
+    weights = init_weights(x.shape[-1], d_k, heads, seed=seed, dtype=torch.float64, with_output=False)
 
     def attend(t: torch.Tensor):
-        if encoding == "sinusoidal":
-            t = t + positional.sinusoidal(length, d_model, dtype=t.dtype)
-        elif encoding == "learned":
-            t = t + positional.learned(length, d_model, seed=seed, dtype=t.dtype)
-        return multi_head_self_attention(
-            t,
-            weights,
-            rotate=None if cos is None else (lambda z: positional.apply_rotary(z, cos, sin)),
-            score_bias=positional.alibi_bias(heads, length, dtype=t.dtype) if encoding == "alibi" else None,
-        )
+        positions = positional.apply(encoding, t, heads=heads, head_dim=d_k, seed=seed)  # after any shuffle
+        return multi_head_self_attention(positions.x, weights, rotate=positions.rotate, score_bias=positions.score_bias)
 
     check = analysis.permutation_check(x, lambda t: attend(t).merged, permutation)
     perm = list(check.permutation)
@@ -247,8 +236,7 @@ def head_temperature_curve(head: HeadTrace, temperatures=(0.25, 0.5, 1.0, 2.0, 4
     own = 1.0 / float(head.scale)
     temps = sorted({*(float(t) for t in temperatures), math.sqrt(d_k), own})
     allowed = torch.as_tensor(head.mask, dtype=torch.bool)  # (L, S) True = may attend
-    added = torch.as_tensor(head.masked - head.scaled, dtype=torch.float64)  # (L, S) bias; -inf where blocked
-    bias = added.masked_fill(~allowed, 0.0)  # (L, S) only the allowed keys' bias
+    bias = None if head.score_bias is None else torch.as_tensor(head.score_bias, dtype=torch.float64)  # (L, S) ALiBi
     curve = analysis.temperature_sweep(torch.as_tensor(head.scores), temps, allowed=allowed, bias=bias)
     same = math.isclose(own, math.sqrt(d_k), rel_tol=1e-9)
     marks = {"√d_k": math.sqrt(d_k)} if same else {"√d_k": math.sqrt(d_k), "this head": own}

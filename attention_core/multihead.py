@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import torch
 
-from .masks import causal
 from .sdpa import SDPATrace, scaled_dot_product_attention
 
 
@@ -156,7 +155,7 @@ def multi_head_self_attention(
     """Self-attention of X (..., L, D) through ``weights``.
 
     ``rotate`` is applied to q and k after the head split (rotary encoding). ``score_bias`` (H, L, S)
-    is added to the scaled scores (ALiBi); a boolean ``attn_mask`` is folded into it as -inf.
+    is added to the masked scores as its own step (ALiBi), never folded into the mask.
     """
     if x.dim() < 2 or x.shape[-1] != weights.d_model:
         raise ValueError(f"x {tuple(x.shape)} must be (..., L, d_model={weights.d_model})")
@@ -166,18 +165,15 @@ def multi_head_self_attention(
     q_unrotated, k_unrotated = (q, k) if rotate is not None else (None, None)
     if rotate is not None:
         q, k = rotate(q), rotate(k)  # position enters through the angle of q and k
-    mask = attn_mask
-    if score_bias is not None:
-        if is_causal:
-            mask, is_causal = causal(q.shape[-2], k.shape[-2], device=x.device), False  # (L, S)
-        bias = score_bias.to(q.dtype)
-        mask = (
-            bias
-            if mask is None
-            else (bias.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else bias + mask)
-        )
     attention = scaled_dot_product_attention(
-        q, k, v, attn_mask=mask, is_causal=is_causal, scale=scale, enable_gqa=weights.kv_heads != weights.num_heads
+        q,
+        k,
+        v,
+        attn_mask=attn_mask,
+        is_causal=is_causal,
+        scale=scale,
+        enable_gqa=weights.kv_heads != weights.num_heads,
+        score_bias=score_bias,
     )
     merged = merge_heads(attention.output)  # (..., L, H*Ev)
     output = merged if weights.w_o is None else project(merged, weights.w_o, weights.b_o)  # (..., L, D)

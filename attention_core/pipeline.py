@@ -7,7 +7,7 @@ them; ``build_trace`` is cheap and reruns on every control change that does not 
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -104,10 +104,17 @@ def _encoding_of(request: TraceRequest, facts: ModelFacts) -> str:
     return facts.positional if request.encoding == "model" else request.encoding
 
 
-def _core_inputs(request: TraceRequest, cap: Capture, facts: ModelFacts, layer: int):
+@dataclass(frozen=True)
+class CoreInputs:
+    """What the own core attends over for one layer: X, the projections and where position enters."""
+
+    x: torch.Tensor  # (L, D) the layer input, with any added positional table
+    weights: ProjectionWeights  # W^Q, W^K, W^V (+ biases) of the layer, or seeded ones
+    positions: positional.Positions  # the chosen encoding: x above, rotate for q and k, or a score bias
+
+
+def core_inputs(request: TraceRequest, cap: Capture, facts: ModelFacts, layer: int) -> CoreInputs:
     """X, projection weights and the positional hooks (rotate, score bias) for the own core."""
-    length = len(cap.tokens.labels)
-    encoding = _encoding_of(request, facts)
     if request.source == "replay":
         layer_cap = cap.layers[layer]
         if layer_cap.projection is None or layer_cap.hidden_in is None:
@@ -119,22 +126,17 @@ def _core_inputs(request: TraceRequest, cap: Capture, facts: ModelFacts, layer: 
         x = scratch_embeddings(cap.tokens.ids.reshape(-1).tolist(), request.d_model, request.seed)  # (L, D)
         weights = init_weights(request.d_model, request.d_k, request.heads, seed=request.seed, with_output=False)
         rotary = None
-    d_model, d_head, heads = weights.d_model, weights.d_k, weights.num_heads
-    if encoding == "sinusoidal" and (request.source == "scratch" or facts.positional != "sinusoidal"):
-        x = x + positional.sinusoidal(length, d_model)  # (L, D)
-    elif encoding == "learned" and (request.source == "scratch" or facts.positional != "learned"):
-        x = x + positional.learned(length, d_model, seed=request.seed)  # (L, D) seeded table
-    rotate = None
-    if encoding == "rotary":
-        if rotary is None:
-            rotary = positional.rotary_cos_sin(length, d_head)
-        cos, sin = rotary
-
-        def rotate(t: torch.Tensor) -> torch.Tensor:
-            return positional.apply_rotary(t, cos.to(t), sin.to(t))
-
-    bias = positional.alibi_bias(heads, length) if encoding == "alibi" else None  # (H, L, L)
-    return x, weights, rotate, bias
+    encoding = _encoding_of(request, facts)
+    positions = positional.apply(
+        encoding if encoding in positional.ENCODINGS else "none",  # a kind the core lacks (relative_key): nothing
+        x,
+        heads=weights.num_heads,
+        head_dim=weights.d_k,
+        seed=request.seed,
+        inside_x=facts.positional if request.source == "replay" else None,  # BERT's X holds its learned table
+        rotary=rotary,
+    )
+    return CoreInputs(x=positions.x, weights=weights, positions=positions)
 
 
 def _per_head(w: torch.Tensor, heads: int, total_heads: int) -> np.ndarray:
@@ -178,6 +180,7 @@ def layer_trace_from_core(mh: MultiHeadTrace, mask: torch.Tensor, weights: Proje
         b_v=_bias_per_head(weights.b_v, weights.kv_heads, heads),
         q_before_rotary=None if mh.q_unrotated is None else _np(mh.q_unrotated),
         k_before_rotary=None if mh.k_unrotated is None else _np(repeat_kv(mh.k_unrotated, heads)),
+        score_bias=None if att.score_bias is None else _np(att.score_bias.expand_as(att.scores)),
     )
 
 
@@ -273,28 +276,27 @@ def build_trace(
     if layer != request.layer:
         notices.append(f"layer {request.layer} does not exist in {facts.name}; showing layer {layer}")
     device = pick_device(request.device)
-    x, weights, rotate, bias = _core_inputs(request, cap, facts, layer)
-    length = x.shape[0]
+    inputs = core_inputs(request, cap, facts, layer)
+    length = inputs.x.shape[0]
     mask = base_mask(request, facts.causal, length)  # (L, L)
     mask = mask & masks.padding(cap.tokens.attention_mask.reshape(-1))  # padded keys are never seen
     attn_mask = mask if request.fill == "-inf" else masks.to_additive(mask, -1e9)
-    move = {"device": device}
     weights = replace(
-        weights,
+        inputs.weights,
         **{
-            f: getattr(weights, f).to(**move)
+            f: getattr(inputs.weights, f).to(device)
             for f in ("w_q", "w_k", "w_v", "w_o", "b_q", "b_k", "b_v", "b_o")
-            if getattr(weights, f) is not None
+            if getattr(inputs.weights, f) is not None
         },
     )
-    core_head_dim = weights.d_k
+    bias = inputs.positions.score_bias
     mh = multi_head_self_attention(
-        x.to(**move),
+        inputs.x.to(device),
         weights,
-        attn_mask=attn_mask.to(**move),
-        scale=request.scale_for(core_head_dim, cap.layers[layer].scale if request.source == "replay" else None),
-        rotate=rotate,
-        score_bias=None if bias is None else bias.to(**move),
+        attn_mask=attn_mask.to(device),
+        scale=request.scale_for(weights.d_k, cap.layers[layer].scale if request.source == "replay" else None),
+        rotate=inputs.positions.rotate,
+        score_bias=None if bias is None else bias.to(device),
     )
     core = layer_trace_from_core(mh, mask, weights)
     head = min(request.head, core.num_heads - 1)

@@ -9,16 +9,20 @@ encoding here breaks that symmetry in a different place:
                     table or a seeded random one.
 - ``rotary``        q and k rotated by an angle that grows with position (RoPE: Llama, Mistral).
 - ``alibi``         no change to X; a bias -slope * |i - j| added to the scores (ALiBi).
+
+``apply(name, x, ...)`` is the one place that turns a name into those three hooks (X, q and k, the
+scores); the pipeline and the pitfalls lab both call it.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
 ENCODINGS = ("none", "sinusoidal", "learned", "rotary", "alibi")
-ADDED_TO_X = {"none", "sinusoidal", "learned"}
 
 
 def no_encoding(num_positions: int, d_model: int, *, dtype=torch.float32, device=None) -> torch.Tensor:
@@ -103,3 +107,48 @@ def alibi_bias(
     distance = (rows - cols).abs().to(torch.float64)  # (L, S) |i - j|
     slopes = alibi_slopes(num_heads).to(device)  # (H,)
     return (-slopes.view(-1, 1, 1) * distance).to(dtype)  # (H, L, S)
+
+
+@dataclass(frozen=True)
+class Positions:
+    """Where one encoding enters attention: in X, in q and k, or in the scores."""
+
+    x: torch.Tensor  # (L, D) the input, with the table added for sinusoidal / learned
+    rotate: Callable[[torch.Tensor], torch.Tensor] | None  # rotary: (..., L, E) q or k -> rotated
+    score_bias: torch.Tensor | None  # (H, L, L) ALiBi's bias, added to the scores; None otherwise
+
+
+def apply(
+    name: str,
+    x: torch.Tensor,
+    *,
+    heads: int,
+    head_dim: int,
+    seed: int = 0,
+    inside_x: str | None = None,
+    rotary: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> Positions:
+    """Attach the encoding ``name`` (one of ``ENCODINGS``) to X (L, D) for ``heads`` heads of ``head_dim``.
+
+    ``inside_x``: the encoding X already carries (a real model's layer input has its learned or
+    sinusoidal table inside): that one is not added twice. ``rotary``: the model's own (cos, sin)
+    tables (L, E), used instead of computing them. Tables come in X's dtype and device; the learned
+    table is a seeded random one.
+    """
+    if name not in ENCODINGS:
+        raise ValueError(f"unknown encoding {name!r}; choose one of {', '.join(ENCODINGS)}")
+    length, d_model = x.shape[-2:]
+    like = {"dtype": x.dtype, "device": x.device}
+    if name == "sinusoidal" and inside_x != name:
+        x = x + sinusoidal(length, d_model, **like)  # (L, D)
+    elif name == "learned" and inside_x != name:
+        x = x + learned(length, d_model, seed=seed, **like)  # (L, D) seeded table
+    rotate = None
+    if name == "rotary":
+        cos, sin = rotary if rotary is not None else rotary_cos_sin(length, head_dim, **like)  # (L, E) each
+
+        def rotate(t: torch.Tensor) -> torch.Tensor:
+            return apply_rotary(t, cos.to(t), sin.to(t))
+
+    bias = alibi_bias(heads, length, **like) if name == "alibi" else None  # (H, L, L)
+    return Positions(x=x, rotate=rotate, score_bias=bias)

@@ -8,8 +8,9 @@ says what it changed, so hostile URLs and typos never reach the math.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 
+from . import positional
 from .sdpa import default_scale
 
 DEFAULT_TEXT = "The animal didn't cross the street because it was too tired."
@@ -17,7 +18,7 @@ DEFAULT_TEXT = "The animal didn't cross the street because it was too tired."
 SCALINGS = ("sqrt_dk", "none", "custom")
 MASKS = ("model", "none", "causal", "sliding_window", "strided", "block_local", "blocked_keys")
 FILLS = ("-inf", "-1e9")
-ENCODINGS = ("model", "none", "sinusoidal", "learned", "rotary", "alibi")
+ENCODINGS = ("model", *positional.ENCODINGS)  # "model": whatever the chosen model uses
 SOURCES = ("replay", "scratch")
 
 LIMITS = {  # field: (lowest, highest)
@@ -138,4 +139,4 @@ def coerce_fields(cls, raw: dict, defaults=None) -> tuple[dict, list[str]]:
 def validate(request: TraceRequest) -> tuple[TraceRequest, list[str]]:
     """Clamp and default every field of an existing request; returns the fixed request and notices."""
     values, notices = coerce_fields(TraceRequest, {f.name: getattr(request, f.name) for f in fields(TraceRequest)})
-    return replace(request, **values), notices
+    return TraceRequest(**values), notices  # a value coerce_fields refused is left out: the default, as it says

@@ -4,7 +4,10 @@
 
 Semantics follow ``torch.nn.functional.scaled_dot_product_attention`` exactly (the reference the
 tests compare against): boolean mask True = may attend, float mask added to the scores, ``is_causal``
-aligned top-left, ``scale`` keyword-only, grouped-query heads with ``enable_gqa``.
+aligned top-left, ``scale`` keyword-only, grouped-query heads with ``enable_gqa``. One keyword torch
+does not have: ``score_bias``, a float term added to the masked scores as its own step (ALiBi's
+-slope * |i - j|), kept apart from the mask so ``masked`` holds the mask alone; without it every
+result is torch's.
 
 A query row whose keys are all masked (boolean mask all False, or float mask all -inf) gets weights
 of exactly 0 and an output of exactly 0: the query "attends to nothing", and ``trace.empty_rows``
@@ -40,6 +43,8 @@ class SDPATrace:
     scale: float  # the factor applied to the scores
     empty_rows: torch.Tensor  # bool (..., H, L, 1): rows whose keys were all masked
     dropout_p: float = 0.0
+    score_bias: torch.Tensor | None = None  # (..., H, L, S) or broadcastable: a position bias (ALiBi), as given
+    biased: torch.Tensor | None = None  # (..., H, L, S)  masked + score_bias, what softmax saw; None without a bias
 
 
 def _describe(name: str, t: torch.Tensor) -> str:
@@ -101,6 +106,19 @@ def _check_inputs(query, key, value, attn_mask, is_causal, enable_gqa) -> None:
             ) from err
 
 
+def _check_bias(score_bias, query, key) -> None:
+    if score_bias is None:
+        return
+    if not isinstance(score_bias, torch.Tensor) or score_bias.dtype not in _FLOATS:
+        raise ValueError(f"score_bias must be a floating torch.Tensor, got {type(score_bias).__name__}")
+    target = (*query.shape[:-1], key.shape[-2])
+    try:
+        if torch.broadcast_shapes(score_bias.shape, target) != torch.Size(target):
+            raise RuntimeError
+    except RuntimeError as err:
+        raise ValueError(f"score_bias {tuple(score_bias.shape)} does not broadcast to the scores {target}") from err
+
+
 def _empty_rows(attn_mask: torch.Tensor | None, weights: torch.Tensor) -> torch.Tensor:
     """(..., H, L, 1) True where the mask allows no key at all; read off the (small) mask, not the scores."""
     target = (*weights.shape[:-1], 1)
@@ -138,13 +156,16 @@ def scaled_dot_product_attention(
     *,
     scale: float | None = None,
     enable_gqa: bool = False,
+    score_bias: torch.Tensor | None = None,
 ) -> SDPATrace:
-    """softmax(query @ key^T * scale + mask) @ value, with every step returned.
+    """softmax(query @ key^T * scale + mask [+ score_bias]) @ value, with every step returned.
 
     query (..., H, L, E), key (..., Hkv, S, E), value (..., Hkv, S, Ev) -> output (..., H, L, Ev).
-    ``scale`` defaults to 1 / sqrt(E). Raises ValueError for inputs torch would reject.
+    ``scale`` defaults to 1 / sqrt(E). ``score_bias`` (not torch's): a float tensor broadcastable to
+    the scores, added after the mask (ALiBi). Raises ValueError for inputs torch would reject.
     """
     _check_inputs(query, key, value, attn_mask, is_causal, enable_gqa)
+    _check_bias(score_bias, query, key)
     if not 0.0 <= dropout_p < 1.0:
         raise ValueError(f"dropout_p must be in [0, 1), got {dropout_p}")
     out_dtype = query.dtype
@@ -170,7 +191,8 @@ def scaled_dot_product_attention(
         masked = scaled.masked_fill(~attn_mask, float("-inf"))  # True = may attend
     else:
         masked = scaled + attn_mask  # float mask is added
-    weights = masked.softmax(dim=-1)  # (..., H, L, S) each row sums to 1
+    biased = None if score_bias is None else masked + score_bias.to(masked)  # + position bias; blocked stay -inf
+    weights = (masked if biased is None else biased).softmax(dim=-1)  # (..., H, L, S) each row sums to 1
     empty_rows = _empty_rows(attn_mask, weights)  # (..., H, L, 1) no key allowed
     if attn_mask is not None and empty_rows.any():
         weights = weights.masked_fill(empty_rows, 0.0)  # softmax gave NaN (0/0); 0 as torch: attends to nothing
@@ -186,4 +208,6 @@ def scaled_dot_product_attention(
         scale=scale,
         empty_rows=empty_rows,
         dropout_p=dropout_p,
+        score_bias=score_bias,
+        biased=biased,
     )

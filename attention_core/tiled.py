@@ -318,10 +318,7 @@ def tiled_walkthrough(q, k, v, mask, scale: float, full_output, block: int = 16,
 
 
 def walk_head(head, block: int = 16) -> TiledWalk:
-    """``tiled_walkthrough`` of one ``HeadTrace`` of the core: its q, k, v, mask and scale, and any score bias
-    it added between scaling and masking (ALiBi), against its own output."""
+    """``tiled_walkthrough`` of one ``HeadTrace`` of the core: its q, k, v, mask and scale, and its score
+    bias (ALiBi) when it has one, against its own output."""
     allowed = np.asarray(head.mask, dtype=bool)  # (L, S)
-    bias = np.where(allowed, np.asarray(head.masked) - np.asarray(head.scaled), 0.0)  # (L, S) 0 unless ALiBi
-    return tiled_walkthrough(
-        head.q, head.k, head.v, allowed, head.scale, head.output, block, bias if np.any(bias) else None
-    )
+    return tiled_walkthrough(head.q, head.k, head.v, allowed, head.scale, head.output, block, head.score_bias)

@@ -21,7 +21,7 @@ class HeadTrace:
     v: np.ndarray  # (S, Ev)  value vectors
     scores: np.ndarray | None  # (L, S)  q_i . k_j (None for the real model, which returns only weights)
     scaled: np.ndarray | None  # (L, S)  scores * scale
-    masked: np.ndarray | None  # (L, S)  scaled with -inf (or the chosen fill) where blocked, + any bias
+    masked: np.ndarray | None  # (L, S)  scaled with -inf (or the chosen fill) where blocked: the mask alone
     weights: np.ndarray  # (L, S)  softmax rows
     output: np.ndarray  # (L, Ev) weights @ v
     mask: np.ndarray  # (L, S) bool, True = may attend
@@ -35,10 +35,18 @@ class HeadTrace:
     b_v: np.ndarray | None = None  # (Ev,)
     q_before_rotary: np.ndarray | None = None  # (L, E) X W^Q (+ b^Q) before RoPE, when q is rotated
     k_before_rotary: np.ndarray | None = None  # (S, E)
+    score_bias: np.ndarray | None = None  # (L, S) position bias added after masking (ALiBi); None without one
 
     @property
     def rotary(self) -> bool:
         return self.q_before_rotary is not None
+
+    @property
+    def logits(self) -> np.ndarray | None:
+        """(L, S) what softmax sees: the masked scores, plus the position bias where there is one (ALiBi)."""
+        if self.masked is None or self.score_bias is None:
+            return self.masked
+        return self.masked + self.score_bias
 
 
 @dataclass(frozen=True)
@@ -64,6 +72,7 @@ class LayerTrace:
     b_v: np.ndarray | None = None  # (H, Ev)
     q_before_rotary: np.ndarray | None = None  # (H, L, E)
     k_before_rotary: np.ndarray | None = None  # (H, S, E)
+    score_bias: np.ndarray | None = None  # (H, L, S) position bias added after masking (ALiBi)
 
     @property
     def num_heads(self) -> int:
@@ -96,6 +105,7 @@ class LayerTrace:
             b_v=pick(self.b_v),
             q_before_rotary=pick(self.q_before_rotary),
             k_before_rotary=pick(self.k_before_rotary),
+            score_bias=pick(self.score_bias),
         )
 
 

@@ -31,9 +31,9 @@ def head_from_core(length=13, d_k=16, *, causal=True, bias=None, scale=None, see
     generator = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn(1, length, d_k, generator=generator, dtype=torch.float64) * 2 for _ in range(3))
     allowed = masks.causal(length) if causal else masks.full(length)  # (L, S)
-    attn_mask = allowed if bias is None else bias.masked_fill(~allowed, float("-inf"))
-    trace = scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=scale)
+    trace = scaled_dot_product_attention(q, k, v, attn_mask=allowed, scale=scale, score_bias=bias)
     pick = {name: getattr(trace, name)[0].numpy() for name in ("scores", "scaled", "masked", "weights", "output")}
+    pick["score_bias"] = None if bias is None else bias.numpy()  # (L, S) as the pipeline keeps it
     return HeadTrace(q=q[0].numpy(), k=k[0].numpy(), v=v[0].numpy(), mask=allowed.numpy(), scale=trace.scale, **pick)
 
 

@@ -34,3 +34,11 @@ def test_scaling_and_masking_steps_say_what_is_computed(params, words, formula):
     assert formula in latex
     if params.get("scaling") in ("none", "custom"):
         assert r"\frac{QK^T}{\sqrt{d_k}}" not in latex  # the article's divisor is not claimed when not used
+
+
+def test_alibi_bias_is_its_own_step_after_the_mask():
+    markdown, latex = page({"encoding": "alibi"})
+    assert "5b. Position bias (ALiBi)" in markdown and "This head's slope m = " in markdown
+    assert r"- m_h\,|i - j|" in latex
+    masking = markdown.split("**5. Masking**")[1].split("**5b.")[0]
+    assert "ALiBi" not in masking  # the masked map holds the mask alone

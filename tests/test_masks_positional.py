@@ -121,3 +121,22 @@ def test_position_similarity_diagonal_is_one():
     sim = position_similarity(positional.sinusoidal(8, 16).numpy())  # the one definition, in viz
     assert np.allclose(sim.diagonal(), np.ones(8), atol=1e-6)
     assert sim[0, 1] > sim[0, 7]  # near positions look more alike than far ones
+
+
+def test_apply_attaches_each_encoding_where_it_belongs():
+    x = torch.zeros(4, 8, dtype=torch.float64)  # (L, D)
+    added = positional.apply("sinusoidal", x, heads=2, head_dim=4)
+    assert torch.equal(added.x, positional.sinusoidal(4, 8, dtype=torch.float64))
+    assert added.rotate is None and added.score_bias is None
+    assert torch.equal(positional.apply("sinusoidal", x, heads=2, head_dim=4, inside_x="sinusoidal").x, x)  # once
+    learned = positional.apply("learned", x, heads=2, head_dim=4, seed=3).x
+    assert torch.equal(learned, positional.learned(4, 8, seed=3, dtype=torch.float64))
+    rotary = positional.apply("rotary", x, heads=2, head_dim=4)
+    q = torch.randn(2, 4, 4, dtype=torch.float64)  # (H, L, E)
+    cos, sin = positional.rotary_cos_sin(4, 4, dtype=torch.float64)
+    assert torch.equal(rotary.x, x) and torch.equal(rotary.rotate(q), positional.apply_rotary(q, cos, sin))
+    alibi = positional.apply("alibi", x, heads=2, head_dim=4)
+    assert torch.equal(alibi.x, x) and alibi.rotate is None
+    assert torch.equal(alibi.score_bias, positional.alibi_bias(2, 4, dtype=torch.float64))
+    with pytest.raises(ValueError, match="unknown encoding"):
+        positional.apply("relative", x, heads=2, head_dim=4)

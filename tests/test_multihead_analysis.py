@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from attention_core import analysis, masks, positional
 from attention_core.multihead import (
@@ -69,14 +70,20 @@ def test_grouped_query_weights_share_kv_heads():
         ProjectionWeights(w_q=w.w_q, w_k=w.w_k[:, :6], w_v=w.w_v[:, :6], num_heads=4, num_kv_heads=3)
 
 
-def test_alibi_bias_enters_masked_scores():
+def test_alibi_bias_is_its_own_step_after_the_mask():
     w = init_weights(8, 4, 2, seed=0)
     x = torch.randn(5, 8)
     bias = positional.alibi_bias(2, 5)
     trace = multi_head_self_attention(x, w, score_bias=bias, is_causal=True)
-    assert torch.allclose(trace.attention.masked[..., ~masks.causal(5)].exp(), torch.tensor(0.0))
-    lower = masks.causal(5)
-    assert torch.allclose(trace.attention.masked[:, lower], (trace.attention.scaled + bias)[:, lower])
+    att, lower = trace.attention, masks.causal(5)
+    assert torch.allclose(att.biased[..., ~lower].exp(), torch.tensor(0.0))
+    assert torch.allclose(att.biased[:, lower], (att.scaled + bias)[:, lower])
+    assert torch.equal(att.masked[:, lower], att.scaled[:, lower])  # the masked map holds the mask alone
+    assert att.mask.dtype == torch.bool and att.score_bias is bias
+    reference = F.scaled_dot_product_attention(
+        trace.q, trace.k, trace.v, attn_mask=bias.masked_fill(~lower, float("-inf"))
+    )  # torch's way: the bias folded into a float mask
+    assert torch.allclose(att.output, reference, atol=1e-6)
 
 
 def test_variance_grows_with_dk_and_scaling_fixes_it():

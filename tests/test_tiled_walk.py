@@ -31,6 +31,7 @@ def head_trace(n: int = 21, *, alibi: bool = False, causal: bool = True) -> Head
         scores=a.scores[1].numpy(),
         scaled=a.scaled[1].numpy(),
         masked=a.masked[1].numpy(),
+        score_bias=None if a.score_bias is None else a.score_bias[1].numpy(),
         weights=a.weights[1].numpy(),
         output=a.output[1].numpy(),
         mask=mask.numpy(),
@@ -44,7 +45,7 @@ def test_walk_reproduces_the_core_and_its_running_statistics(block, alibi):
     head = head_trace(alibi=alibi)
     walk = walk_head(head, block)
     assert walk.max_abs_diff < 1e-6
-    masked = np.asarray(head.masked, dtype=np.float64)  # (L, S) what softmax sees
+    masked = np.asarray(head.logits, dtype=np.float64)  # (L, S) what softmax sees (ALiBi's bias included)
     final_max = np.max(np.where(head.mask, masked, -np.inf), axis=-1)  # (L,)
     final_sum = np.where(head.mask, np.exp(masked - final_max[:, None]), 0.0).sum(-1)  # (L,)
     assert np.allclose(walk.running_max[-1], final_max, atol=1e-5)

@@ -28,7 +28,7 @@ import streamlit as st
 
 from attention_core import lab, pipeline
 from attention_core.analysis import VARIANCE_SAMPLES
-from attention_core.request import TraceRequest
+from attention_core.request import TraceRequest, validate
 
 from . import prefetch
 from .policy import ServerBusy as ServerBusy  # app.py catches it as compute.ServerBusy
@@ -99,6 +99,7 @@ def trace_bytes(trace) -> int:
         trace.core.scores,
         trace.core.scaled,
         trace.core.masked,
+        trace.core.score_bias,  # ALiBi only (H, L, S); None otherwise
         trace.core.weights,
         trace.core.q,
         trace.core.k,
@@ -160,7 +161,12 @@ def numbers_key(request: TraceRequest) -> tuple:
 
 
 def trace_for(request: TraceRequest, notices=()):
-    """The trace for ``request``: built once per numbers key, then only its ``head`` is set (no copy)."""
+    """The trace for ``request``: built once per numbers key, then only its ``head`` is set (no copy).
+
+    The request goes through ``validate`` first, as on the command line (``pipeline.run_trace``): what it
+    fixes joins ``notices``."""
+    request, fixed = validate(request)
+    notices = (*notices, *fixed)
 
     def build():
         loaded = load_model(request.model)

@@ -83,7 +83,7 @@ def payload(head: HeadTrace, fill: str) -> dict:
     scores = np.ascontiguousarray(head.scores, dtype=np.float32)  # (L, S)  q_i . k_j
     num_queries, num_keys = scores.shape
     allowed = np.broadcast_to(head.mask, scores.shape)  # (L, S) True = may attend
-    added = head.masked.astype(np.float64) - head.scaled.astype(np.float64)  # (L, S) bias; -inf / -1e9 where blocked
+    added = head.logits.astype(np.float64) - head.scaled.astype(np.float64)  # (L, S) bias; -inf / -1e9 where blocked
     with np.errstate(invalid="ignore"):
         bias = np.any(added[allowed] != 0.0)  # ALiBi: something besides the mask is added after scaling
     return {

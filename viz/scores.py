@@ -21,6 +21,7 @@ STAGE_TITLES = {
     "scores": "Raw scores  QK<sup>T</sup>   (q<sub>i</sub>·k<sub>j</sub>)",
     "scaled": "Scaled scores  QK<sup>T</sup> · scale",
     "masked": "Masked scores  (blocked = −∞)",
+    "biased": "Masked scores + ALiBi bias  −slope·|i−j|",
 }
 
 ROW_SUM_LABEL = "Σ row"
@@ -51,7 +52,7 @@ def score_heatmap(
 ) -> go.Figure:
     """A signed (L, S) score matrix on a diverging scale centred on 0 (coloraxis cmid = 0).
 
-    ``stage`` ("scores", "scaled", "masked") picks the default title. Cells where ``mask`` is False
+    ``stage`` ("scores", "scaled", "masked", "biased") picks the default title. Cells where ``mask`` is False
     or the value is not finite (-inf after masking) are blocked: NaN in the main trace, grey in
     the overlay trace.
     """

@@ -4,8 +4,9 @@ Views and the names of what they return (figure names are stable; the export use
 names):
 
 - ``derivation``  x, w_q, w_k, w_v, [q_before_rotary, k_before_rotary], q, k, v, scores, scaled, masked,
-                  weights, output (one head of the own core; x and w_* only when the trace has them, the
-                  *_before_rotary pair only when q and k are rotated; CSV also b_q, b_k, b_v for a bias)
+                  [biased], weights, output (one head of the own core; x and w_* only when the trace has
+                  them, the *_before_rotary pair only when q and k are rotated, biased (masked + the
+                  ALiBi bias, what softmax sees) only with a score bias; CSV also b_q, b_k, b_v for a bias)
 - ``compare``     compare (own core vs real model for the head); nothing when trace.model is None
 - ``heads``       head_grid, overview_<statistic> for each chosen statistic
 - ``query``       query (step-through for one query row of the head)
@@ -93,6 +94,7 @@ DERIVATION_FIGURES = (
     "scores",
     "scaled",
     "masked",
+    "biased",
     "weights",
     "output",
 )
@@ -129,6 +131,9 @@ def _derivation_figures(
         "scores": lambda: score_heatmap(head.scores, tokens, tokens, stage="scores", **common),
         "scaled": lambda: score_heatmap(head.scaled, tokens, tokens, stage="scaled", **common, title=scale_title),
         "masked": lambda: score_heatmap(head.masked, tokens, tokens, mask=head.mask, stage="masked", **common),
+        "biased": None
+        if getattr(head, "score_bias", None) is None
+        else lambda: score_heatmap(head.logits, tokens, tokens, mask=head.mask, stage="biased", **common),
         "weights": lambda: attention_heatmap(head.weights, tokens, tokens, mask=head.mask, **common),
         "output": lambda: token_matrix_heatmap(head.output, tokens, name="Output  O = AV", **common),
     }
@@ -284,6 +289,8 @@ def matrices_for_trace(
                 matrices[key] = (np.asarray(values), tokens, _dims(values.shape[1]))
         for key in ("scores", "scaled", "masked", "weights"):
             matrices[key] = (np.asarray(getattr(core_head, key)), tokens, tokens)
+        if getattr(core_head, "score_bias", None) is not None:
+            matrices["biased"] = (np.asarray(core_head.logits), tokens, tokens)  # masked + ALiBi: softmax's input
         order = [
             "x",
             "w_q",

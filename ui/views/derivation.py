@@ -79,6 +79,18 @@ def _step(trace, settings, names, data, *, drawer: str | None = None, columns: b
             _place(trace, settings, names, data, columns)
 
 
+def _position_bias_step(trace: ModelTrace, settings: Settings, head, data: dict, drawer: str | None) -> None:
+    """Step 5b, only when the head has a score bias: ALiBi's term added on its own, after the mask."""
+    n = head.score_bias.shape[0]
+    slope = f" This head's slope m = {-float(head.score_bias[n - 1, 0]) / (n - 1):.4g}." if n > 1 else ""
+    st.markdown(
+        "**5b. Position bias (ALiBi)**: ALiBi adds its distance penalty −m·|i − j| to every score, as its own "
+        "term after the mask: nearer keys are preferred, blocked keys stay blocked." + slope
+    )
+    st.latex(r"	ilde{S}_{ij} \leftarrow 	ilde{S}_{ij} - m_h\,|i - j|")
+    _step(trace, settings, ("biased",), data, drawer=drawer)
+
+
 def render(trace: ModelTrace, settings: Settings) -> None:
     live_temperature.follow_release()
     h = trace.head
@@ -153,7 +165,6 @@ def render(trace: ModelTrace, settings: Settings) -> None:
             else "blocked keys get -1e9 (the common shortcut): nearly 0 after softmax, but a row with every key "
             "blocked becomes uniform and leaks."
         )
-        + (" ALiBi adds its distance penalty to every allowed score here." if settings.encoding == "alibi" else "")
     )
     st.latex(rf"\tilde{{S}}_{{ij}} \leftarrow {fill} \ \text{{where query }} i \text{{ may not see key }} j")
     _step(trace, settings, ("masked",), data, drawer=lazy(f"Masked scores ({cells})"))
@@ -164,6 +175,8 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         else ""
     )
     st.caption(f"{r['blocked']} of {r['cells']} cells blocked.{empty}")
+    if head.score_bias is not None:
+        _position_bias_step(trace, settings, head, data, lazy(f"Masked scores + ALiBi bias ({cells})"))
 
     st.markdown("**6. Softmax**: each row becomes a probability distribution over the keys.")
     st.latex(r"\alpha_{ij} = \frac{\exp(\tilde{S}_{ij})}{\sum_{j'} \exp(\tilde{S}_{ij'})}")
