@@ -97,19 +97,19 @@ def saturation_vs_dk(
     """
     generator = torch.Generator().manual_seed(seed)
     upstream = torch.randn(rows, num_keys, generator=generator, dtype=torch.float64)  # (N, S)
-    cols: dict[str, list[float]] = {k: [] for k in ("eu", "es", "mu", "ms", "gu", "gs")}
+    columns: dict[str, list[float]] = {}  # SaturationCurve field ("entropy_scaled", ...) -> one value per d_k
     for d_k in d_ks:
         q = torch.randn(rows, 1, d_k, generator=generator, dtype=torch.float64)  # (N, 1, d_k)
         k = torch.randn(rows, num_keys, d_k, generator=generator, dtype=torch.float64)  # (N, S, d_k)
         scores = (q @ k.transpose(-2, -1)).squeeze(1)  # (N, S) q . k_j
-        for suffix, s in (("u", scores), ("s", scores / math.sqrt(d_k))):
-            entropy, max_weight, grad = _row_stats(s, upstream)
-            cols["e" + suffix].append(entropy)
-            cols["m" + suffix].append(max_weight)
-            cols["g" + suffix].append(grad)
-    a = {k: np.asarray(v) for k, v in cols.items()}
+        for scaling, logits in (("unscaled", scores), ("scaled", scores / math.sqrt(d_k))):
+            entropy, max_weight, grad_norm = _row_stats(logits, upstream)
+            for statistic, value in (("entropy", entropy), ("max_weight", max_weight), ("grad_norm", grad_norm)):
+                columns.setdefault(f"{statistic}_{scaling}", []).append(value)
     return SaturationCurve(
-        np.asarray(d_ks, dtype=float), a["eu"], a["es"], a["mu"], a["ms"], a["gu"], a["gs"], math.log(num_keys)
+        x=np.asarray(d_ks, dtype=float),
+        **{field: np.asarray(values) for field, values in columns.items()},
+        max_entropy=math.log(num_keys),
     )
 
 
