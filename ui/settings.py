@@ -29,6 +29,8 @@ VIEW_LABELS = {
     "training": "Training lab",
 }
 UI_CHOICES = {"view": VIEWS, "theme": THEMES}
+PITFALL_TABS = ("scaling", "cost", "order", "sparse")  # the pitfalls lab's tabs (labels in ui/views/pitfalls.py)
+TILED_BLOCKS = (4, 8, 16, 32, 64)  # tile sizes the tiled-attention section offers (queries x keys)
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,11 @@ class Settings(TraceRequest):
     fixed_range: bool = True  # weight colours on 0..1 everywhere (comparable); off: each map's own 0..max
     contribution_mode: str = "weights"  # head contributions view: raw weights or value-weighted contributions
     ablation: str = "zero"  # head contributions view: switch a head off by zero or by its mean over the sentence
+    pitfall: str = "scaling"  # the pitfalls lab's tab
+    tiled_block: int = 16  # pitfalls lab, O(n^2): tile size of the stepped tiled attention
+    tiled_step: int = 0  # which tile was just loaded, 1..tiles (0: the last, the finished output)
+    kv_steps: int = 6  # pitfalls lab, O(n^2): tokens the KV-cache section generates
+    kv_step: int = 0  # which generated token is shown, 1..steps (0: the last)
 
     def request(self) -> TraceRequest:
         return TraceRequest(**{f.name: getattr(self, f.name) for f in fields(TraceRequest)})
@@ -61,6 +68,8 @@ UI_CHOICES["statistic"] = STATISTICS
 VIEW_ONLY += ("contribution_mode", "ablation")  # the contributions view's own runs, cached apart from the trace
 UI_CHOICES["contribution_mode"] = CONTRIBUTION_MODES  # defined once, in viz.contributions
 UI_CHOICES["ablation"] = ABLATIONS  # defined once, in attention_core.ablation
+VIEW_ONLY += ("pitfall", "tiled_block", "tiled_step", "kv_steps", "kv_step")  # the views' own cached runs
+UI_CHOICES["pitfall"] = PITFALL_TABS
 
 # The ranges the sidebar's widgets offer (narrower than the core's LIMITS). A link's value outside
 # them is clamped here with a notice: a widget handed such a value would refuse to draw.
@@ -71,7 +80,12 @@ UI_RANGES = {
     "temperature": (0.1, 64.0),
     "max_tokens": (4, LIMITS["max_tokens"][1]),
     "query": (0, 4096),
+    "tiled_block": (TILED_BLOCKS[0], TILED_BLOCKS[-1]),
+    "tiled_step": (0, 4096),  # the section offers at most a few thousand tiles (ui/views/tiled.py)
+    "kv_steps": (1, 16),
+    "kv_step": (0, 16),
 }
+UI_STEPS = {"tiled_block": TILED_BLOCKS}  # a select slider's only values: a link's other value takes the nearest
 URL_TEXT_CHARS = 2000  # a link keeps at most this much of the text (long URLs break on reload)
 
 
@@ -98,12 +112,17 @@ def to_query_params(settings: Settings) -> dict[str, str]:
 
 
 def clamp_to_ui(values: dict, notices: list[str]) -> None:
-    """Clamp ``values`` (in place) into UI_RANGES, with a notice for each change."""
+    """Clamp ``values`` (in place) into UI_RANGES (and UI_STEPS), with a notice for each change."""
     for name, (low, high) in UI_RANGES.items():
         if name in values and not low <= values[name] <= high:
             clamped = type(values[name])(min(max(values[name], low), high))
             notices.append(f"'{name}' = {values[name]} is outside {low}..{high} here; using {clamped}")
             values[name] = clamped
+    for name, offered in UI_STEPS.items():
+        if name in values and values[name] not in offered:
+            nearest = min(offered, key=lambda option: (abs(option - values[name]), option))
+            notices.append(f"'{name}' = {values[name]} is not one of {', '.join(map(str, offered))}; using {nearest}")
+            values[name] = nearest
 
 
 def from_query_params(params) -> tuple[Settings, list[str]]:
@@ -125,10 +144,13 @@ def from_query_params(params) -> tuple[Settings, list[str]]:
 
 __all__ = [
     "CHOICES",
+    "PITFALL_TABS",
     "STATISTICS",
     "Settings",
     "THEMES",
+    "TILED_BLOCKS",
     "UI_RANGES",
+    "UI_STEPS",
     "URL_TEXT_CHARS",
     "VIEWS",
     "VIEW_LABELS",

@@ -296,7 +296,7 @@ def head_slider(slot, num_heads: int) -> None:
 def view_only() -> dict:
     """The view-only settings as the widgets hold them now (read inside the view's fragment)."""
     values = {name: st.session_state[name] for name in VIEW_ONLY if name in st.session_state}
-    for name in ("head", "query"):
+    for name in ("head", "query", "tiled_block", "tiled_step", "kv_steps", "kv_step"):
         if name in values:
             values[name] = int(values[name])
     if "query_set" in values:
@@ -316,6 +316,9 @@ def read_settings(model: str) -> Settings:
     values["blocked"] = tuple(sorted(int(j) for j in values.get("blocked", ())))
     values["query_set"] = positions(values.get("query_set", ()))
     for name in ("layer", "head", "query", "window", "stride", "block", "pad_to", "d_model", "d_k", "heads", "seed"):
+        if name in values:
+            values[name] = int(values[name])
+    for name in ("tiled_block", "tiled_step", "kv_steps", "kv_step"):  # the pitfalls lab's sliders
         if name in values:
             values[name] = int(values[name])
     values["max_tokens"] = int(values.get("max_tokens", 128))

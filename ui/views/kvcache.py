@@ -8,7 +8,7 @@ from attention_core.traces import ModelTrace
 from viz.kvcache import kv_cache_figure
 
 from .. import compute
-from ..settings import Settings
+from ..settings import UI_RANGES, Settings
 from ..text import plain
 from .common import figure
 
@@ -35,8 +35,12 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         r"\qquad \text{work per step } O(t),\ \text{cache } 2 \cdot L \cdot H_{kv} \cdot d_k \cdot t"
     )
     cols = st.columns(2)
-    steps = cols[0].slider("Tokens to generate", 1, 16, 6, key="kv_steps")
-    run = compute.kv_run(settings.request(), steps) if cols[1].button("Decode", key="kv_go") else None
+    steps = cols[0].slider("Tokens to generate", *UI_RANGES["kv_steps"], key="kv_steps")
+    try:
+        run = compute.kv_run(settings.request(), steps) if cols[1].button("Decode", key="kv_go") else None
+    except ValueError as err:  # e.g. more steps than the model's context holds: say why, keep the view
+        st.warning(f"Cannot decode: {plain(str(err), 400)}", icon=":material/warning:")
+        return
     run = run or compute.kv_run_if_done(settings.request(), steps)
     if run is None:
         st.caption("Press Decode: the model generates greedily, one cached step at a time (a few seconds).")
@@ -44,7 +48,9 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     if not run.steps:
         st.info("The model ended the text at once (end-of-text token): nothing to step through.")
         return
-    step = st.slider("Step", 1, len(run.steps), len(run.steps), key="kv_step") if len(run.steps) > 1 else 1
+    if not 1 <= st.session_state.get("kv_step", 0) <= len(run.steps):
+        st.session_state["kv_step"] = len(run.steps)  # 0 (the default) or beyond this run: the last token
+    step = st.slider("Step", 1, len(run.steps), key="kv_step") if len(run.steps) > 1 else 1
     figure(kv_cache_figure(run, step - 1, trace.layer, trace.head, theme=settings.theme), "kv_cache")
     current = run.steps[step - 1]
     groups = "; ".join(f"kv {j} ← q {', '.join(map(str, g))}" for j, g in enumerate(run.groups))

@@ -13,17 +13,18 @@ from viz.positional import position_similarity_figure, positional_heatmap
 from viz.sparse import mask_patterns_figure, sparse_cost_figure
 
 from .. import compute
-from ..settings import Settings
+from ..settings import PITFALL_TABS, Settings
 from ..text import plain
 from . import claims, kvcache, tiled
 from .common import figure
 
-PITFALLS = {
-    "scaling": "1 · Scaling and vanishing gradients",
-    "cost": "2 · O(n²) cost",
-    "order": "3 · Positional encoding and permutation",
-    "sparse": "4 · Local and sparse masks",
-}
+LABELS = (
+    "1 · Scaling and vanishing gradients",
+    "2 · O(n²) cost",
+    "3 · Positional encoding and permutation",
+    "4 · Local and sparse masks",
+)
+PITFALLS = dict(zip(PITFALL_TABS, LABELS, strict=True))  # the tabs' keys are Settings' choices (in the link)
 
 
 def render(trace: ModelTrace, settings: Settings) -> None:

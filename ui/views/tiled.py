@@ -10,11 +10,10 @@ from attention_core.traces import ModelTrace
 from viz.tiled import tiled_cost_figure, tiled_figure
 
 from .. import compute
-from ..settings import Settings
+from ..settings import TILED_BLOCKS, UI_RANGES, Settings
 from .common import figure
 
-BLOCKS = (4, 8, 16, 32, 64)
-MAX_STEPS = 4096  # tiles a stepped walk may have (each is recorded for the slider)
+MAX_STEPS = UI_RANGES["tiled_step"][1]  # tiles a stepped walk may have (each is recorded for the slider)
 MEASURE_BLOCK = 64  # the measured curves use 64 x 64 tiles whatever the stepped tile (a Python loop per tile)
 
 
@@ -33,14 +32,19 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     )
     cols = st.columns(2)
     n = trace.core.weights.shape[-2]
-    blocks = [b for b in BLOCKS if math.ceil(n / b) ** 2 <= MAX_STEPS] or [BLOCKS[-1]]  # a few thousand steps at most
-    if st.session_state.get("tiled_block") not in blocks:
-        st.session_state["tiled_block"] = 16 if 16 in blocks else blocks[0]
+    blocks = [b for b in TILED_BLOCKS if math.ceil(n / b) ** 2 <= MAX_STEPS] or [TILED_BLOCKS[-1]]  # a few thousand
+    asked = st.session_state.get("tiled_block", Settings.tiled_block)
+    if asked not in blocks:  # a link's tile too small for this text: the nearest one offered, said under the slider
+        st.session_state["tiled_block"] = min(blocks, key=lambda b: (abs(b - asked), b))
+        cols[0].caption(
+            f"{asked}×{asked} tiles would take {math.ceil(n / asked) ** 2:,} steps at n = {n}; "
+            f"using {st.session_state['tiled_block']}."
+        )
     block = cols[0].select_slider("Tile size (queries × keys)", blocks, key="tiled_block")
     walk = compute.tiled_walk(trace, settings.request(), block)
     steps = len(walk.rows)
-    if st.session_state.get("tiled_step", steps) > steps or "tiled_step" not in st.session_state:
-        st.session_state["tiled_step"] = steps  # start at the end (the finished output); stay within this size
+    if not 1 <= st.session_state.get("tiled_step", 0) <= steps:
+        st.session_state["tiled_step"] = steps  # 0 (the default) or beyond this size: the end, the finished output
     if steps > 1:
         step = cols[1].slider("Step", 1, steps, key="tiled_step", help="Which tile was just loaded.")
     else:
