@@ -4,13 +4,15 @@ Where each figure lives:
 - token text made safe and visible ................................ labels.py
 - "screen" / "slides" looks, colour scales ........................ theme.py
 - matrix heatmaps: X, W^Q/W^K/W^V, Q, K, V, output ................ heatmaps.py
+- blocked cells painted grey; display copies of big matrices ...... blocked.py, blocks.py
 - raw / scaled / masked scores and softmax weights ................ scores.py
 - own core vs real model, difference map .......................... compare.py
 - head grid and layer × head overview; head statistics ............ heads.py, stats.py
 - one query row step by step ...................................... query.py
 - attention lines between tokens .................................. lines.py
 - attention rollout across layers ................................. rollout.py
-- pitfalls: variance, saturation, cost, permutation ............... pitfalls.py
+- pitfalls: variance, saturation, cost .......................... pitfalls.py
+- permutation: shuffled input, rows put back ...................... permutation.py
 - positional encodings and their similarity ....................... positional.py
 - sparse-mask savings and mask shapes ............................. sparse.py
 - training lab curves, attention vs recurrence .................... training.py

@@ -19,18 +19,22 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
+# blocked cells and display copies live in their own modules; imported here under their old address too
+from .blocked import MASK_RECTANGLES_MAX as MASK_RECTANGLES_MAX
+from .blocked import blocked_cells, mask_overlay, mask_text
+from .blocked import mask_rectangles as mask_rectangles
+from .blocks import add_block_matrix
+from .blocks import block_extremes as block_extremes
+from .blocks import block_means as block_means
 from .checks import as_mask, as_matrix, check_labels
 from .labels import escape_label, hover_labels, tick_labels, visible_label
-from .theme import DIVERGING, MASK_COLOUR, SEQUENTIAL, apply_theme
+from .theme import DIVERGING, SEQUENTIAL, apply_theme
 
 CELL_TEXT_MAX = 24  # values written in cells when rows and columns are both <= this
 HOVER_TOKENS_MAX_CELLS = 8192  # token names in hover customdata up to this many cells
 TICKS_MAX = 30  # every position gets a tick up to this many; above, every k-th
 FLOAT64_MAX_CELLS = 64 * 64  # above this many cells z is sent as float32
 DISPLAY_MAX = 512  # a single heatmap shows at most this many cells per side (about its pixels); above, block means
-MASK_RECTANGLES_MAX = 4096  # blocked cells drawn as filled rectangles up to this many, else a uint8 heatmap
-
-_TRANSPARENT_GREY = [[0.0, "rgba(0,0,0,0)"], [0.5, "rgba(0,0,0,0)"], [0.5, MASK_COLOUR], [1.0, MASK_COLOUR]]
 
 
 def tick_positions(n: int, max_ticks: int = TICKS_MAX) -> list[int]:
@@ -46,14 +50,6 @@ def compact(values: np.ndarray) -> np.ndarray:
     return values.astype(np.float64 if values.size <= FLOAT64_MAX_CELLS else np.float32)
 
 
-def blocked_cells(values: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
-    """True where a cell is blocked: ``mask`` False (True = may attend) or the value is not finite."""
-    blocked = ~np.isfinite(values)
-    if mask is not None:
-        blocked |= ~mask
-    return blocked
-
-
 def wants_values(shape: tuple[int, ...], show_values: bool | None) -> bool:
     """``show_values`` if given, else True when both sides are at most ``CELL_TEXT_MAX``."""
     if show_values is not None:
@@ -61,14 +57,53 @@ def wants_values(shape: tuple[int, ...], show_values: bool | None) -> bool:
     return max(shape) <= CELL_TEXT_MAX
 
 
-def _format_blocked(value: float) -> str:
-    if np.isneginf(value):
-        return "−∞"
-    if np.isposinf(value):
-        return "+∞"
-    if np.isnan(value):
-        return "NaN"
-    return f"{value:.2g}"
+def _add_display_copy(fig: go.Figure, values: np.ndarray, *, mask, coloraxis: str, value_name: str, name: str) -> None:
+    """``add_matrix`` for a matrix larger than the chart's pixels: block means, and a note that says so."""
+    rows, cols = values.shape
+    block = add_block_matrix(
+        fig,
+        values,
+        row=None,
+        col=None,
+        mask=mask,
+        max_side=DISPLAY_MAX,
+        coloraxis=coloraxis,
+        value_name=value_name,
+        name=name,
+    )
+    fig.add_annotation(
+        text=f"each cell: the mean of a {block}×{block} block ({max(rows, cols)} positions, more than the "
+        "chart's pixels); exact values in CSV and in the Query inspector",
+        xref="paper",
+        yref="paper",
+        x=0.5,
+        y=1.0,
+        yanchor="bottom",
+        showarrow=False,
+        name="display note",
+    )
+
+
+def _hover(
+    shape: tuple[int, int], row_tokens, col_tokens, row_name: str, col_name: str, value_name: str
+) -> tuple[str, list[np.ndarray]]:
+    """(hovertemplate, customdata layers): token names per cell while the matrix is small enough, else positions."""
+    rows, cols = shape
+    parts: list[str] = []
+    custom: list[np.ndarray] = []
+    use_names = rows * cols <= HOVER_TOKENS_MAX_CELLS
+    if row_tokens is not None and use_names:
+        parts.append(f"{row_name} %{{customdata[{len(custom)}]}}")
+        custom.append(np.broadcast_to(np.array(hover_labels(row_tokens), dtype=object)[:, None], (rows, cols)))
+    else:
+        parts.append(f"{row_name} %{{y}}")
+    if col_tokens is not None and use_names:
+        parts.append(f"{col_name} %{{customdata[{len(custom)}]}}")
+        custom.append(np.broadcast_to(np.array(hover_labels(col_tokens), dtype=object)[None, :], (rows, cols)))
+    else:
+        parts.append(f"{col_name} %{{x}}")
+    parts.append(f"{value_name} %{{z:.4g}}")
+    return "<br>".join(parts) + "<extra></extra>", custom
 
 
 def add_matrix(
@@ -98,48 +133,12 @@ def add_matrix(
     """
     rows, cols = values.shape
     if row is None and max(rows, cols) > DISPLAY_MAX:  # more rows than a chart has pixels: a display copy
-        block = add_block_matrix(
-            fig,
-            values,
-            row=None,
-            col=None,
-            mask=mask,
-            max_side=DISPLAY_MAX,
-            coloraxis=coloraxis,
-            value_name=value_name,
-            name=name,
-        )
-        fig.add_annotation(
-            text=f"each cell: the mean of a {block}×{block} block ({max(rows, cols)} positions, more than the "
-            "chart's pixels); exact values in CSV and in the Query inspector",
-            xref="paper",
-            yref="paper",
-            x=0.5,
-            y=1.0,
-            yanchor="bottom",
-            showarrow=False,
-            name="display note",
-        )
+        _add_display_copy(fig, values, mask=mask, coloraxis=coloraxis, value_name=value_name, name=name)
         return blocked_cells(values, mask)
     blocked = blocked_cells(values, mask)
     shown = np.where(blocked, np.nan, values)
     where = {} if row is None else dict(row=row, col=col)
-
-    parts: list[str] = []
-    custom: list[np.ndarray] = []
-    use_names = values.size <= HOVER_TOKENS_MAX_CELLS
-    if row_tokens is not None and use_names:
-        parts.append(f"{row_name} %{{customdata[{len(custom)}]}}")
-        custom.append(np.broadcast_to(np.array(hover_labels(row_tokens), dtype=object)[:, None], (rows, cols)))
-    else:
-        parts.append(f"{row_name} %{{y}}")
-    if col_tokens is not None and use_names:
-        parts.append(f"{col_name} %{{customdata[{len(custom)}]}}")
-        custom.append(np.broadcast_to(np.array(hover_labels(col_tokens), dtype=object)[None, :], (rows, cols)))
-    else:
-        parts.append(f"{col_name} %{{x}}")
-    parts.append(f"{value_name} %{{z:.4g}}")
-    hovertemplate = "<br>".join(parts) + "<extra></extra>"
+    hovertemplate, custom = _hover(values.shape, row_tokens, col_tokens, row_name, col_name, value_name)
 
     text_kwargs: dict = {}
     if show_values:
@@ -168,176 +167,6 @@ def add_matrix(
         if show_values:
             fig.add_trace(mask_text(values, blocked, blocked_text, name=f"{name} masked values"), **where)
     return blocked
-
-
-def _block_tiles(values: np.ndarray, mask: np.ndarray | None, max_side: int) -> tuple[np.ndarray, int]:
-    """(tiles, b): the matrix cut into b x b blocks, (R', C', b*b), NaN where blocked or padding; b is the
-    smallest block that keeps both sides within ``max_side`` (1: every cell is its own block)."""
-    rows, cols = values.shape
-    block = max(1, math.ceil(max(rows, cols) / max_side))
-    shown = np.where(blocked_cells(values, mask), np.nan, values)  # (R, C)
-    padded = np.pad(shown, ((0, -rows % block), (0, -cols % block)), constant_values=np.nan)  # padding: blocked
-    shape = (padded.shape[0] // block, block, padded.shape[1] // block, block)
-    return padded.reshape(shape).transpose(0, 2, 1, 3).reshape(shape[0], shape[2], -1), block  # (R', C', b*b)
-
-
-def block_means(values: np.ndarray, mask: np.ndarray | None, max_side: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """A display copy no larger than ``max_side`` per side: (means, all_blocked, block) of b x b blocks.
-
-    Each display cell is the mean of the allowed cells of its block (NaN where every cell is blocked);
-    ``block`` = b is 1 (the values themselves) when both sides fit. For thumbnails whose panels have
-    fewer pixels than the matrix has cells: the exact values stay in the full-size figures and CSV.
-    """
-    tiles, block = _block_tiles(values, mask, max_side)
-    counts = np.isfinite(tiles).sum(axis=-1)  # (R', C') allowed cells per block
-    sums = np.nansum(tiles, axis=-1, dtype=np.float64)  # (R', C')
-    empty = counts == 0
-    means = np.where(empty, np.nan, sums / np.maximum(counts, 1))
-    return (tiles[..., 0] if block == 1 else means), empty, block
-
-
-def block_extremes(values: np.ndarray, mask: np.ndarray | None, max_side: int) -> tuple[np.ndarray, np.ndarray, int]:
-    """Like ``block_means``, but each display cell is the allowed value of largest magnitude in its
-    block, sign kept: a difference map's display copy never hides its worst cell."""
-    tiles, block = _block_tiles(values, mask, max_side)
-    empty = np.isnan(tiles).all(axis=-1)
-    where = np.argmax(np.nan_to_num(np.abs(tiles), nan=-1.0), axis=-1)  # (R', C') index of the largest |value|
-    extremes = np.take_along_axis(tiles, where[..., None], axis=-1)[..., 0]
-    return np.where(empty, np.nan, extremes), empty, block
-
-
-def add_block_matrix(
-    fig: go.Figure,
-    values: np.ndarray,
-    *,
-    row: int,
-    col: int,
-    mask: np.ndarray | None,
-    max_side: int,
-    coloraxis: str = "coloraxis",
-    value_name: str = "value",
-    name: str = "matrix",
-    how: str = "mean",
-) -> int:
-    """Like ``add_matrix`` for a thumbnail: ``block_means`` (or ``block_extremes`` with how="extreme")
-    drawn on the full matrix's integer axes (a block spans b rows and b columns), hover names the
-    block; returns the block size b."""
-    reduce = block_extremes if how == "extreme" else block_means
-    what = "largest |value|" if how == "extreme" else "mean"
-    means, empty, block = reduce(values, mask, max_side)
-    centres_r = np.arange(means.shape[0]) * block + (block - 1) / 2  # (R',) centre of each block, in positions
-    centres_c = np.arange(means.shape[1]) * block + (block - 1) / 2
-    fig.add_trace(
-        go.Heatmap(
-            z=means.astype(np.float32),
-            x=centres_c,
-            y=centres_r,
-            coloraxis=coloraxis,
-            name=name,
-            xgap=0,
-            ygap=0,
-            hovertemplate=f"queries ≈ %{{y:.0f}} ± {block / 2:g}, keys ≈ %{{x:.0f}} ± {block / 2:g}"
-            f"<br>{what} {value_name} of the {block}×{block} block %{{z:.4g}}<extra></extra>",
-        ),
-        row=row,
-        col=col,
-    )
-    if empty.any():
-        fig.add_trace(
-            go.Heatmap(
-                z=empty.astype(np.uint8),
-                x=centres_c,
-                y=centres_r,
-                colorscale=_TRANSPARENT_GREY,
-                zmin=0,
-                zmax=1,
-                showscale=False,
-                hoverinfo="skip",
-                name=f"{name} masked",
-            ),
-            row=row,
-            col=col,
-        )
-    return block
-
-
-def mask_rectangles(blocked: np.ndarray) -> list[tuple[int, int, int, int]]:
-    """Blocked cells as rectangles (row0, row1, col0, col1), inclusive, covering exactly the True cells.
-
-    Runs of blocked cells in each row, merged down while the next row has the same run: a
-    padding mask is one rectangle, a causal mask one per row.
-    """
-    rectangles: list[tuple[int, int, int, int]] = []
-    open_runs: dict[tuple[int, int], int] = {}  # (col0, col1) -> first row
-    for i, line in enumerate(np.vstack([blocked, np.zeros((1, blocked.shape[1]), bool)])):
-        padded = np.concatenate([[False], line, [False]]).astype(np.int8)
-        edges = np.flatnonzero(np.diff(padded))  # starts at even, ends (exclusive) at odd positions
-        runs = {(int(a), int(b) - 1) for a, b in zip(edges[::2], edges[1::2], strict=True)}
-        for run in list(open_runs):
-            if run not in runs:
-                rectangles.append((open_runs.pop(run), i - 1, run[0], run[1]))
-        for run in runs:
-            open_runs.setdefault(run, i)
-    return sorted(rectangles)
-
-
-def mask_overlay(blocked: np.ndarray, *, name: str = "masked") -> go.Scatter | go.Heatmap:
-    """A trace painting the blocked cells grey: filled rectangles (a scatter with ``fill="toself"``).
-
-    Each rectangle is 5 corner points followed by a NaN gap. With more than ``MASK_RECTANGLES_MAX``
-    rectangles (an irregular mask) it is instead a uint8 heatmap, 1 = blocked, with a
-    transparent/grey colour scale.
-    """
-    rectangles = mask_rectangles(blocked)
-    if len(rectangles) > MASK_RECTANGLES_MAX:
-        rows, cols = blocked.shape
-        return go.Heatmap(
-            z=blocked.astype(np.uint8),
-            x=np.arange(cols),
-            y=np.arange(rows),
-            colorscale=_TRANSPARENT_GREY,
-            zmin=0,
-            zmax=1,
-            showscale=False,
-            hoverinfo="skip",
-            name=name,
-        )
-    corners = np.empty((len(rectangles), 6, 2), dtype=np.float32)  # 5 corners + a NaN gap per rectangle
-    for k, (r0, r1, c0, c1) in enumerate(rectangles):
-        x0, x1, y0, y1 = c0 - 0.5, c1 + 0.5, r0 - 0.5, r1 + 0.5
-        corners[k] = [[x0, y0], [x1, y0], [x1, y1], [x0, y1], [x0, y0], [np.nan, np.nan]]
-    points = corners.reshape(-1, 2)
-    return go.Scatter(
-        x=points[:, 0],
-        y=points[:, 1],
-        mode="lines",
-        fill="toself",
-        fillcolor=MASK_COLOUR,
-        line=dict(color=MASK_COLOUR, width=0.5),
-        hoveron="fills",
-        hoverinfo="name",
-        name=name,
-        showlegend=False,
-    )
-
-
-def mask_text(values: np.ndarray, blocked: np.ndarray, blocked_text: str | None, *, name: str) -> go.Scatter:
-    """White text on blocked cells: ``blocked_text``, or what the value was ("−∞", "+∞", "NaN", or the fill)."""
-    rows, cols = np.nonzero(blocked)
-    texts = [
-        blocked_text if blocked_text is not None else _format_blocked(values[i, j])
-        for i, j in zip(rows, cols, strict=True)
-    ]
-    return go.Scatter(
-        x=cols,
-        y=rows,
-        mode="text",
-        text=texts,
-        textfont=dict(color="white"),
-        hoverinfo="skip",
-        name=name,
-        showlegend=False,
-    )
 
 
 def style_axis(
