@@ -97,23 +97,25 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     data = matrices_for_trace(trace, "derivation", head=h)
     head = trace.core.head(h)
     r = step_readouts(head)
-    n, d_k = head.q.shape
-    big = n > LAZY_TOKENS
-    cells = f"{n} × {n}"
-
-    def lazy_long(label: str) -> str | None:  # the per-token matrices too, for long inputs
-        return f"{label} (drawn when opened: {n} tokens)" if n > LAZY_LONG_TOKENS else None
-
-    def lazy(label: str) -> str | None:
-        return f"{label} (drawn when opened: {n} tokens)" if big else None
-
-    source = "the model's layer input" if settings.source == "replay" else "seeded token embeddings"
     st.subheader(f"Layer {trace.layer}, head {h}: attention one step at a time")
+    _input_steps(trace, settings, head, data)
+    _score_steps(trace, settings, head, data, r)
+    _output_steps(trace, settings, head, data, r)
 
+
+def _opened_above(limit: int, n: int, label: str) -> str | None:
+    """A drawer label (the figure is drawn when opened) above ``limit`` tokens, else None (drawn at once)."""
+    return f"{label} (drawn when opened: {n} tokens)" if n > limit else None
+
+
+def _input_steps(trace: ModelTrace, settings: Settings, head, data: dict) -> None:
+    """Steps 1-2: X, the projections (and the rotation for rotary heads), Q, K, V."""
+    n, d_k = head.q.shape
+    source = "the model's layer input" if settings.source == "replay" else "seeded token embeddings"
     st.markdown(f"**1. Input X**: one row per token ({n} tokens), from {source}.")
     st.latex(r"X \in \mathbb{R}^{n \times d_{model}}")
     if head.x is not None:
-        _step(trace, settings, ("x",), data, drawer=lazy(f"X ({n} × {head.x.shape[1]})"))
+        _step(trace, settings, ("x",), data, drawer=_opened_above(LAZY_TOKENS, n, f"X ({n} × {head.x.shape[1]})"))
 
     bias = head.b_q is not None
     st.markdown(
@@ -130,7 +132,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
             ("q_before_rotary", "k_before_rotary"),
             data,
             columns=True,
-            drawer=lazy("q and k before the rotation"),
+            drawer=_opened_above(LAZY_TOKENS, n, "q and k before the rotation"),
         )
         st.markdown(
             "**2b. Rotary positions (RoPE)**: q and k are rotated by angles that grow with the token's position, "
@@ -140,11 +142,23 @@ def render(trace: ModelTrace, settings: Settings) -> None:
             r"\mathrm{RoPE}(x)_m = x_m \cos(m\theta) + \mathrm{rotate\_half}(x)_m \sin(m\theta)"
             r"\qquad \theta_d = \text{base}^{-2d/d_k}"
         )
-    _step(trace, settings, ("q", "k", "v"), data, columns=True, drawer=lazy_long(f"Q, K, V ({n} × {d_k} each)"))
+    _step(
+        trace,
+        settings,
+        ("q", "k", "v"),
+        data,
+        columns=True,
+        drawer=_opened_above(LAZY_LONG_TOKENS, n, f"Q, K, V ({n} × {d_k} each)"),
+    )
 
+
+def _score_steps(trace: ModelTrace, settings: Settings, head, data: dict, r: dict) -> None:
+    """Steps 3-5b: dot products, scaling, masking and the position bias when there is one."""
+    n, d_k = head.q.shape
+    cells = f"{n} × {n}"
     st.markdown("**3. Dot products**: how well each query matches each key.")
     st.latex(r"e_{ij} = q_i \cdot k_j \qquad S = QK^T \in \mathbb{R}^{n \times n}")
-    _step(trace, settings, ("scores",), data, drawer=lazy(f"Raw scores QKᵀ ({cells})"))
+    _step(trace, settings, ("scores",), data, drawer=_opened_above(LAZY_TOKENS, n, f"Raw scores QKᵀ ({cells})"))
     st.caption(
         f"Variance of the scores: {r['score_var']:.3g} (d_k = {d_k:.0f}; for unit-variance q, k it would be about d_k). "
         f"Largest |score|: {r['score_absmax']:.3g}."
@@ -153,7 +167,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     what, formula = scaling_text(settings, r["scale"], d_k)
     st.markdown(f"**4. Scaling**: {what}")
     st.latex(formula)
-    _step(trace, settings, ("scaled",), data, drawer=lazy(f"Scaled scores ({cells})"))
+    _step(trace, settings, ("scaled",), data, drawer=_opened_above(LAZY_TOKENS, n, f"Scaled scores ({cells})"))
     st.caption(f"Variance after scaling: {r['scaled_var']:.3g} (was {r['score_var']:.3g}).")
 
     fill = r"-\infty" if settings.fill == "-inf" else r"-10^9"
@@ -167,7 +181,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         )
     )
     st.latex(rf"\tilde{{S}}_{{ij}} \leftarrow {fill} \ \text{{where query }} i \text{{ may not see key }} j")
-    _step(trace, settings, ("masked",), data, drawer=lazy(f"Masked scores ({cells})"))
+    _step(trace, settings, ("masked",), data, drawer=_opened_above(LAZY_TOKENS, n, f"Masked scores ({cells})"))
     empty = (
         f" {r['empty_rows']} row(s) have every key blocked: they attend to nothing (weights 0, output 0)"
         + (" — with fill -1e9 such rows would leak instead." if settings.fill == "-inf" else ".")
@@ -176,8 +190,14 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     )
     st.caption(f"{r['blocked']} of {r['cells']} cells blocked.{empty}")
     if head.score_bias is not None:
-        _position_bias_step(trace, settings, head, data, lazy(f"Masked scores + ALiBi bias ({cells})"))
+        _position_bias_step(
+            trace, settings, head, data, _opened_above(LAZY_TOKENS, n, f"Masked scores + ALiBi bias ({cells})")
+        )
 
+
+def _output_steps(trace: ModelTrace, settings: Settings, head, data: dict, r: dict) -> None:
+    """Steps 6-7: softmax and the weighted sum of the values."""
+    n = head.q.shape[0]
     st.markdown("**6. Softmax**: each row becomes a probability distribution over the keys.")
     st.latex(r"\alpha_{ij} = \frac{\exp(\tilde{S}_{ij})}{\sum_{j'} \exp(\tilde{S}_{ij'})}")
     _step(trace, settings, ("weights",), data)
@@ -189,4 +209,10 @@ def render(trace: ModelTrace, settings: Settings) -> None:
 
     st.markdown("**7. Weighted sum**: each output row mixes the value vectors by those weights.")
     st.latex(r"O = AV = \mathrm{softmax}(\tilde{S})\,V")
-    _step(trace, settings, ("output",), data, drawer=lazy_long(f"Output O ({n} × {head.output.shape[1]})"))
+    _step(
+        trace,
+        settings,
+        ("output",),
+        data,
+        drawer=_opened_above(LAZY_LONG_TOKENS, n, f"Output O ({n} × {head.output.shape[1]})"),
+    )
