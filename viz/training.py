@@ -192,6 +192,46 @@ def probe_attention(
     return apply_theme(fig, theme)
 
 
+def _add_timings(fig: go.Figure, timings: Mapping[str, np.ndarray] | None) -> None:
+    """The right panel of ``attention_vs_recurrence``: measured milliseconds per model, or a note."""
+    if timings is None:
+        fig.add_annotation(
+            text="not measured yet",
+            xref="x2 domain",
+            yref="y2 domain",
+            x=0.5,
+            y=0.5,
+            showarrow=False,
+            font=dict(color=THEORY_COLOUR),
+        )
+    else:
+        tn = as_vector("timings['n']", timings["n"])
+        lines = (
+            ("core_attention_ms", "attention, this core", SCALED_COLOUR, "solid"),
+            ("fused_attention_ms", "attention, torch fused", SCALED_COLOUR, "dot"),
+            ("rnn_ms", "torch.nn.RNN", UNSCALED_COLOUR, "solid"),
+            ("gru_ms", "torch.nn.GRU", UNSCALED_COLOUR, "dot"),
+        )
+        for key, name, colour, dash in lines:
+            if key not in timings:
+                continue
+            y = as_vector(f"timings[{key!r}]", timings[key], tn.shape[0], f"timings['n'] of shape {tn.shape}")
+            fig.add_trace(
+                go.Scatter(
+                    x=tn,
+                    y=y,
+                    mode="lines+markers",
+                    name=name,
+                    legendgroup="time",
+                    line=dict(color=colour, dash=dash, width=2),
+                    marker=dict(size=7, symbol="square"),
+                    hovertemplate=f"{name}<br>n %{{x:.0f}}: %{{y:.3g}} ms<extra></extra>",
+                ),
+                row=1,
+                col=2,
+            )
+
+
 def attention_vs_recurrence(
     paths: Mapping[str, np.ndarray],
     timings: Mapping[str, np.ndarray] | None = None,
@@ -239,42 +279,7 @@ def attention_vs_recurrence(
             row=1,
             col=1,
         )
-    if timings is None:
-        fig.add_annotation(
-            text="not measured yet",
-            xref="x2 domain",
-            yref="y2 domain",
-            x=0.5,
-            y=0.5,
-            showarrow=False,
-            font=dict(color=THEORY_COLOUR),
-        )
-    else:
-        tn = as_vector("timings['n']", timings["n"])
-        lines = (
-            ("core_attention_ms", "attention, this core", SCALED_COLOUR, "solid"),
-            ("fused_attention_ms", "attention, torch fused", SCALED_COLOUR, "dot"),
-            ("rnn_ms", "torch.nn.RNN", UNSCALED_COLOUR, "solid"),
-            ("gru_ms", "torch.nn.GRU", UNSCALED_COLOUR, "dot"),
-        )
-        for key, name, colour, dash in lines:
-            if key not in timings:
-                continue
-            y = as_vector(f"timings[{key!r}]", timings[key], tn.shape[0], f"timings['n'] of shape {tn.shape}")
-            fig.add_trace(
-                go.Scatter(
-                    x=tn,
-                    y=y,
-                    mode="lines+markers",
-                    name=name,
-                    legendgroup="time",
-                    line=dict(color=colour, dash=dash, width=2),
-                    marker=dict(size=7, symbol="square"),
-                    hovertemplate=f"{name}<br>n %{{x:.0f}}: %{{y:.3g}} ms<extra></extra>",
-                ),
-                row=1,
-                col=2,
-            )
+    _add_timings(fig, timings)
     fig.update_xaxes(type="log", dtick=1, title_text="sequence length n")  # dtick 1: one tick per power of 10
     fig.update_yaxes(type="log", dtick=1, title_text="steps / hops", row=1, col=1)
     fig.update_yaxes(type="log", dtick=1, title_text="milliseconds", exponentformat="power", row=1, col=2)
