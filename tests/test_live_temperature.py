@@ -5,7 +5,8 @@
    softmax(QK^T / t) at other temperatures. The reference is the core's
    ``scaled_dot_product_attention`` run at scale 1/t with the same mask: weights and row entropies
    within 1e-6, for a boolean mask with an all-blocked row (-inf fill: that row is all zeros), the
-   -1e9 fill (the all-blocked row leaks: uniform), and an ALiBi-like bias added after scaling.
+   -1e9 fill (the all-blocked row leaks), an ALiBi bias added after masking (with either fill), and a
+   float mask with values of its own.
 2. The component's protocol, with the page as its own parent: componentReady, a render, a drag of
    the range input (frames drawn, nothing sent), a release (one setComponentValue with t on the
    sidebar slider's step).
@@ -49,17 +50,26 @@ def _inputs(seed: int = 0):
     return q, k, v, allowed
 
 
+DISTANCE = (torch.arange(N)[:, None] - torch.arange(N)[None, :]).abs().float()  # (L, S) |i - j|
+KINDS = {  # name: (mask, fill, ALiBi bias after masking)
+    "bool": ("bool", "-inf", False),
+    "-1e9": ("-1e9", "-1e9", False),
+    "alibi": ("bool", "-inf", True),
+    "alibi -1e9": ("-1e9", "-1e9", True),
+    "float mask": ("float", "-inf", False),
+}
+
+
 def _attn_mask(allowed: torch.Tensor, kind: str) -> torch.Tensor:
     if kind == "bool":
         return allowed
     if kind == "-1e9":
         return torch.zeros(allowed.shape).masked_fill(~allowed, -1e9)
-    distance = (torch.arange(N)[:, None] - torch.arange(N)[None, :]).abs().float()  # (L, S) |i - j|
-    return (-0.37 * distance).masked_fill(~allowed, float("-inf"))  # ALiBi-like: bias, -inf where blocked
+    return (-0.37 * DISTANCE).masked_fill(~allowed, float("-inf"))  # a float mask with values of its own
 
 
-def _core(q, k, v, attn_mask, t: float):
-    return scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=1.0 / t)
+def _core(q, k, v, attn_mask, t: float, bias: torch.Tensor | None = None):
+    return scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, scale=1.0 / t, score_bias=bias)
 
 
 def _head(trace, allowed: torch.Tensor) -> HeadTrace:
@@ -77,6 +87,7 @@ def _head(trace, allowed: torch.Tensor) -> HeadTrace:
         output=np32(trace.output),
         mask=allowed.numpy(),
         scale=trace.scale,
+        score_bias=None if trace.score_bias is None else np32(trace.score_bias),
     )
 
 
@@ -86,7 +97,7 @@ def _js_args(args: dict) -> dict:
 
 
 TO_BYTES = """(a) => { const out = {...a};
-  for (const k of ['scores', 'allowed', 'added']) if (typeof a[k] === 'string')
+  for (const k of ['scores', 'allowed', 'added', 'bias']) if (typeof a[k] === 'string')
     out[k] = Uint8Array.from(atob(a[k]), c => c.charCodeAt(0));
   return out; }"""
 
@@ -115,24 +126,27 @@ def page():
 
 
 @pytest.mark.browser
-@pytest.mark.parametrize("kind", ["bool", "-1e9", "alibi"])
+@pytest.mark.parametrize("kind", list(KINDS))
 def test_browser_softmax_matches_the_core(page, kind):
+    mask_kind, fill, alibi = KINDS[kind]
     q, k, v, allowed = _inputs()
-    attn_mask = _attn_mask(allowed, kind)
+    attn_mask = _attn_mask(allowed, mask_kind)
+    bias = -0.5 * DISTANCE if alibi else None  # ALiBi's -slope * |i - j|, added after masking
     served_t = 4.0  # the temperature the server traced at; the browser rescales from its payload
-    args = lt.payload(_head(_core(q, k, v, attn_mask, served_t), allowed), "-1e9" if kind == "-1e9" else "-inf")
-    assert (args["added"] is not None) == (kind == "alibi")  # only a bias after scaling is sent as floats
+    args = lt.payload(_head(_core(q, k, v, attn_mask, served_t, bias), allowed), fill)
+    assert (args["added"] is not None) == (mask_kind == "float")  # the app's masks travel as one byte a cell
+    assert (args["bias"] is not None) == alibi
     assert args["temperature"] == pytest.approx(served_t)
     for t in (0.3, 1.0, served_t, 5.7, 40.0):
         got = page.evaluate(f"(a) => LiveTemperature.compute(({TO_BYTES})(a), {t})", _js_args(args))
-        ref = _core(q, k, v, attn_mask, t).weights  # (L, S) float32, the core's softmax at scale 1/t
+        ref = _core(q, k, v, attn_mask, t, bias).weights  # (L, S) float32, the core's softmax at scale 1/t
         ref_entropy = row_entropy(ref.double())  # (L,) nats
         weights, entropy = np.array(got["weights"]), np.array(got["entropy"])
         assert np.abs(weights - ref.numpy()).max() < 1e-6, (kind, t)
         assert np.abs(entropy - ref_entropy.numpy()).max() < 1e-6, (kind, t)
-        if kind == "-1e9":  # the classic leak: the all-blocked row spreads its weight over hidden keys
+        if fill == "-1e9":  # the classic leak: the all-blocked row spreads its weight over hidden keys
             assert weights[5].sum() == pytest.approx(1.0, abs=1e-6)
-            if t == 40.0:  # small scores vanish next to -1e9 in float32: exactly uniform
+            if t == 40.0 and not alibi:  # small scores vanish next to -1e9 in float32: exactly uniform
                 np.testing.assert_allclose(weights[5], 1.0 / N, atol=1e-7)
         else:  # -inf: it attends to nothing, as the core
             assert not weights[5].any() and entropy[5] == 0.0

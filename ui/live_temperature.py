@@ -8,8 +8,8 @@ no server round trip. Only on release does it send t back: ``apply_release`` tur
 the preview.
 
 What the browser gets (``payload``): scores as float32 bytes (L*S), which keys each query may see as
-one byte per cell, and, only when the head adds something after scaling besides the mask (ALiBi),
-that additive term as float32 bytes. About 5 bytes per cell: 330 KB at 256 tokens.
+one byte per cell, and, only when the head has one, the position bias added after masking (ALiBi) as
+float32 bytes. About 5 bytes per cell: 330 KB at 256 tokens (9 with a bias).
 """
 
 from __future__ import annotations
@@ -77,21 +77,27 @@ def follow_release() -> None:
 
 
 def payload(head: HeadTrace, fill: str) -> dict:
-    """The component's numeric arguments for one head: scores, allowed keys, the additive term if any."""
+    """The component's numeric arguments for one head: scores, allowed keys, and only where the head has
+    them, a float mask's own values (``added``) and the position bias added after masking (``bias``, ALiBi)."""
     if head.scores is None or head.scaled is None or head.masked is None:
         raise ValueError("this head has no scores (the real model returns only its weights)")
     scores = np.ascontiguousarray(head.scores, dtype=np.float32)  # (L, S)  q_i . k_j
     num_queries, num_keys = scores.shape
     allowed = np.broadcast_to(head.mask, scores.shape)  # (L, S) True = may attend
-    added = head.logits.astype(np.float64) - head.scaled.astype(np.float64)  # (L, S) bias; -inf / -1e9 where blocked
-    with np.errstate(invalid="ignore"):
-        bias = np.any(added[allowed] != 0.0)  # ALiBi: something besides the mask is added after scaling
+    added = head.masked.astype(np.float64) - head.scaled.astype(
+        np.float64
+    )  # (L, S) the mask; -inf / -1e9 where blocked
+    bias = getattr(head, "score_bias", None)  # (L, S) ALiBi's -slope * |i - j|, added after masking
     return {
         "n": int(num_queries),
         "s": int(num_keys),
         "scores": scores.tobytes(),
         "allowed": np.ascontiguousarray(allowed, dtype=np.uint8).tobytes(),
-        "added": added.astype(np.float32).tobytes() if bias else None,
+        # a float mask with values besides 0 where allowed (never from the app's pipeline: its mask is -inf or -1e9)
+        "added": added.astype(np.float32).tobytes() if np.any(added[allowed] != 0.0) else None,
+        "bias": None
+        if bias is None or not np.any(bias)
+        else np.ascontiguousarray(np.broadcast_to(bias, scores.shape), dtype=np.float32).tobytes(),
         "fill": "-1e9" if fill == "-1e9" else "-inf",
         "temperature": 1.0 / float(head.scale),  # the t the server's figures use now
         "d_k": int(head.q.shape[-1]),

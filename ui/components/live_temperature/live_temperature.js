@@ -11,7 +11,8 @@
    The math is the core's, step for step and in float32 (Math.fround), so at the released t the
    preview equals the server's softmax to about 1e-7:
      scaled = scores * fround(1 / t)                   (L, S)  the core's scale = 1 / temperature
-     masked = scaled + added                           ALiBi bias, -inf or -1e9 where blocked
+     masked = scaled with -inf or (+ -1e9) where blocked   (or + a float mask's own values, ``added``)
+     logits = masked + bias                            the position bias (ALiBi), where the head has one
      weights = softmax(masked) per row                 a row with every key at -inf: all 0 (the core's rule)
      entropy_i = -sum_j w_ij ln w_ij                   nats, 0 ln 0 = 0, with the float32 weights
 */
@@ -28,7 +29,7 @@
 
   /** Fill out.weights (L*S float32) and out.entropy (L) with softmax(scores * fround(1/t) + added). */
   function softmaxRows(p, t, out) {
-    var n = p.n, s = p.s, scores = p.scores, allowed = p.allowed, added = p.added;
+    var n = p.n, s = p.s, scores = p.scores, allowed = p.allowed, added = p.added, bias = p.bias;
     var scale = f32(1 / t);
     var leak = p.fill === "-1e9";
     var row = out.row, exps = out.exps, w = out.weights, ent = out.entropy;
@@ -36,8 +37,9 @@
       var base = i * s, top = -Infinity, j, x;
       for (j = 0; j < s; j++) {
         x = f32(scores[base + j] * scale); // scaled
-        if (added) x = f32(x + added[base + j]); // the head's own additive term (ALiBi, fill)
+        if (added) x = f32(x + added[base + j]); // a float mask, added as it is
         else if (!allowed[base + j]) x = leak ? f32(x - 1e9) : -Infinity; // blocked
+        if (bias) x = f32(x + bias[base + j]); // the position bias after masking (-inf stays -inf)
         row[j] = x;
         if (x > top) top = x;
       }
@@ -106,7 +108,7 @@
     return b;
   }
 
-  /** The render arguments as typed arrays: scores (L*S float32), allowed (L*S 0/1), added or null. */
+  /** The render arguments as typed arrays: scores (L*S float32), allowed (L*S 0/1), added and bias or null. */
   function decode(a) {
     var n = a.n | 0, s = (a.s || a.n) | 0;
     return {
@@ -115,6 +117,7 @@
       scores: floats(a.scores, n * s),
       allowed: flags(a.allowed, n * s),
       added: floats(a.added, n * s),
+      bias: floats(a.bias, n * s),
       fill: a.fill === "-1e9" ? "-1e9" : "-inf",
     };
   }
