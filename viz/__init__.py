@@ -18,6 +18,7 @@ Where each figure lives:
 - training lab curves, attention vs recurrence .................... training.py
 - every figure / matrix for a ModelTrace (app and export) ......... views.py
 - PNG / SVG / HTML / CSV export, zip for the app .................. export.py
+- the lesson deck: offline HTML slides and their PDF .............. lesson.py (slides: lesson_*.py)
 """
 
 from .compare import compare_figure, max_abs_difference
