@@ -291,3 +291,50 @@ def test_figures_draw_what_they_are_given():
         np.array([1.0, -0.5]), bias=0.1, rest=2.0, constant=0.0, logit=2.6, token="x", layer=0, position=1
     )
     assert sum(dla.data[0].y) == pytest.approx(2.6)
+
+
+# --- the app: settings in the link, the view on a real model and on scratch weights -------------------
+
+
+def test_the_views_settings_ride_in_the_link():
+    from ui.settings import VIEW_ONLY, from_query_params, to_query_params
+
+    settings, notices = from_query_params(
+        {"view": "contributions", "contribution_mode": "contributions", "ablation": "mean"}
+    )
+    assert not notices and (settings.view, settings.contribution_mode, settings.ablation) == (
+        "contributions",
+        "contributions",
+        "mean",
+    )
+    assert to_query_params(settings) == {
+        "view": "contributions",
+        "contribution_mode": "contributions",
+        "ablation": "mean",
+    }
+    fixed, notices = from_query_params({"contribution_mode": "both", "ablation": "half"})
+    assert (fixed.contribution_mode, fixed.ablation) == ("weights", "zero") and len(notices) == 2
+    assert {"contribution_mode", "ablation"} <= set(VIEW_ONLY)
+
+
+def test_the_view_draws_on_minilm_and_explains_scratch():
+    from pathlib import Path
+
+    from streamlit.testing.v1 import AppTest
+
+    app = str(Path(__file__).resolve().parents[1] / "app.py")
+    at = AppTest.from_file(app, default_timeout=300)
+    at.query_params.update({"text": TEXT, "max_tokens": "16", "view": "contributions", "ablation": "mean"})
+    at.run()
+    assert not at.exception and not at.error, ([e.message for e in at.exception], [e.value for e in at.error])
+    assert at.radio(key="ablation").value == "mean" and at.radio(key="contribution_mode").value == "weights"
+    assert any(m.label.startswith("Σ heads") for m in at.metric)
+    drawn = len(at.get("plotly_chart"))
+    assert drawn == 4  # grid, row, head shares, this layer's ablation
+    at.button(key="contrib_map_go").click()
+    at.run()
+    assert not at.exception and not at.error and len(at.get("plotly_chart")) == drawn + 1
+    at.radio(key="source").set_value("scratch")
+    at.run()
+    assert not at.exception and not at.error
+    assert any("pretrained model" in box.value for box in at.info)

@@ -90,20 +90,21 @@ def _direct_logits(settings: Settings, loaded, reference, parts, position: int):
 
 
 def _position(labels: list[str], decoder: bool) -> int:
-    """The position select (the shared ``query`` setting); a decoder starts at its last token."""
+    """The position select: the shared ``query`` setting (so it is in the link, as in the query inspector)."""
     n = len(labels)
     st.session_state["query"] = as_position(st.session_state.get("query", 0))
-    first_visit = not st.session_state.get("_contrib_seen") and st.session_state["query"] == 0
-    st.session_state["_contrib_seen"] = True
-    if (first_visit and decoder) or st.session_state["query"] >= n:
+    if st.session_state["query"] >= n:
         st.session_state["query"] = n - 1
     return int(
         st.selectbox(
             "Position",
             list(range(n)),
             key="query",
-            format_func=lambda i: f"{i}: {labels[i]}",
-            help="The query row compared below and, for a decoder, where the next token is predicted.",
+            format_func=lambda i: f"{i}: {labels[i]}" if 0 <= int(i) < n else str(i),  # a stale value: its number
+            help="The query row compared below and, for a decoder, where the next token is predicted (the last "
+            "token predicts what follows the whole text)."
+            if decoder
+            else "The query row compared below.",
         )
     )
 
@@ -147,16 +148,12 @@ def render(trace: ModelTrace, settings: Settings) -> None:
 
     cols = st.columns([2, 2, 3])
     with cols[0]:
-        mode = (
-            st.segmented_control(
-                "Show",
-                CONTRIBUTION_MODES,
-                key="contribution_mode",
-                format_func=CONTRIBUTION_MODE_LABELS.get,
-                selection_mode="single",
-                help="The same cells, the same 0..1 scale: raw weights, or each row's contribution norms scaled to sum to 1.",
-            )
-            or "weights"
+        mode = st.radio(
+            "Show",
+            CONTRIBUTION_MODES,
+            key="contribution_mode",
+            format_func=CONTRIBUTION_MODE_LABELS.get,
+            help="The same cells, the same 0..1 scale: raw weights, or each row's contribution norms scaled to sum to 1.",
         )
     with cols[1]:
         mode_off = st.radio(
