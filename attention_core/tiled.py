@@ -87,6 +87,48 @@ def _normalise(acc: torch.Tensor, row_sum: torch.Tensor) -> torch.Tensor:
     return acc / row_sum.masked_fill(row_sum == 0, 1.0)  # (..., H, bq, Ev)
 
 
+def _tile_update(
+    query_tile: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None,
+    is_causal: bool,
+    rows: tuple[int, int],
+    keys: tuple[int, int],
+    scale: float,
+    group: int,
+    m: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | None:
+    """One tile's scores against the running max ``m``: (m_new, rescale, probs, value_tile), or None.
+
+    None when the mask hides every key of the tile from every query of the block (nothing to add).
+    probs (..., H, bq, bk) = exp(s - m_new) (0 for hidden keys), rescale (..., H, bq, 1) = exp(m - m_new).
+    """
+    k0, k1 = keys
+    tile_mask = _tile_mask(attn_mask, is_causal, rows, keys, query_tile.device)
+    if tile_mask is not None and tile_mask.dtype == torch.bool and not bool(tile_mask.any()):
+        return None
+    key_tile = key[..., k0:k1, :]  # (..., Hkv, bk, E)
+    value_tile = value[..., k0:k1, :]  # (..., Hkv, bk, Ev)
+    if group > 1:
+        key_tile = repeat_kv(key_tile, query_tile.shape[-3])  # (..., H, bk, E) only this tile
+        value_tile = repeat_kv(value_tile, query_tile.shape[-3])  # (..., H, bk, Ev)
+    scores = query_tile @ key_tile.transpose(-2, -1)  # (..., H, bq, bk)  q_i . k_j
+    scaled = scores * scale  # 1/sqrt(d_k) unless told otherwise
+    if tile_mask is None:
+        masked = scaled  # nothing hidden
+    elif tile_mask.dtype == torch.bool:
+        masked = scaled.masked_fill(~tile_mask, NEG_INF)  # True = may attend
+    else:
+        masked = scaled + tile_mask  # float mask is added
+    m_new = torch.maximum(m, masked.amax(dim=-1, keepdim=True))  # (..., H, bq, 1) max(m, rowmax(tile))
+    shift = m_new.masked_fill(m_new == NEG_INF, 0.0)  # no key visible yet: shift by 0, not -inf
+    rescale = torch.exp(m - shift).masked_fill(m == NEG_INF, 1.0)  # exp(m - m_new); 1 while l = acc = 0
+    probs = torch.exp(masked - shift)  # (..., H, bq, bk)  exp(s - m_new), 0 for hidden keys
+    del scores, scaled, masked  # free the tile's scores before acc is updated: they are spent
+    return m_new, rescale, probs, value_tile
+
+
 def tiled_attention(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -141,31 +183,14 @@ def tiled_attention(
             k1 = min(k0 + block_k, num_keys)
             if is_causal and k0 > q1 - 1:
                 break  # this key block and all later ones come after every query of the block
-            tile_mask = _tile_mask(attn_mask, is_causal, (q0, q1), (k0, k1), query.device)
-            if tile_mask is not None and tile_mask.dtype == torch.bool and not bool(tile_mask.any()):
+            update = _tile_update(query_tile, key, value, attn_mask, is_causal, (q0, q1), (k0, k1), scale, group, m)
+            if update is None:
                 continue  # every key of this tile is hidden from every query of the block: nothing to add
-            key_tile = key[..., k0:k1, :]  # (..., Hkv, bk, E)
-            value_tile = value[..., k0:k1, :]  # (..., Hkv, bk, Ev)
-            if group > 1:
-                key_tile = repeat_kv(key_tile, query.shape[-3])  # (..., H, bk, E) only this tile
-                value_tile = repeat_kv(value_tile, query.shape[-3])  # (..., H, bk, Ev)
-            scores = query_tile @ key_tile.transpose(-2, -1)  # (..., H, bq, bk)  q_i . k_j
-            scaled = scores * scale  # 1/sqrt(d_k) unless told otherwise
-            if tile_mask is None:
-                masked = scaled  # nothing hidden
-            elif tile_mask.dtype == torch.bool:
-                masked = scaled.masked_fill(~tile_mask, NEG_INF)  # True = may attend
-            else:
-                masked = scaled + tile_mask  # float mask is added
-            m_new = torch.maximum(m, masked.amax(dim=-1, keepdim=True))  # (..., H, bq, 1) max(m, rowmax(tile))
-            shift = m_new.masked_fill(m_new == NEG_INF, 0.0)  # no key visible yet: shift by 0, not -inf
-            rescale = torch.exp(m - shift).masked_fill(m == NEG_INF, 1.0)  # exp(m - m_new); 1 while l = acc = 0
-            probs = torch.exp(masked - shift)  # (..., H, bq, bk)  exp(s - m_new), 0 for hidden keys
-            del scores, scaled, masked  # free the tile's scores before acc is updated: they are spent
+            m_new, rescale, probs, value_tile = update
             l = l * rescale + probs.sum(dim=-1, keepdim=True)  # (..., H, bq, 1)
             acc = acc * rescale + probs @ value_tile  # (..., H, bq, Ev)
             m = m_new
-            del probs  # free before the next tile is made
+            del probs, update  # free before the next tile is made
             if record:
                 steps.append(TileStep(q_block, k_block, (q0, q1), (k0, k1), m, l, rescale, _normalise(acc, l)))
         output[..., q0:q1, :] = _normalise(acc, l)  # (..., H, bq, Ev) acc / l

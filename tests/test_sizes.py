@@ -23,15 +23,6 @@ NOT_SPLIT_YET: dict[str, str] = {
     "attention_core/ablation.py": "new in issue 17 (head contributions), still being written",
     "ui/views/contributions.py:render": "new in issue 17 (head contributions), still being written",
     "ui/sidebar.py:controls": "the sidebar is being edited for new settings; split after that lands",
-    "attention_core/tiled.py:tiled_attention": "issue 14 item 6: to split",
-    "viz/compare.py:compare_figure": "issue 14 item 6: to split",
-    "viz/export.py:export_trace": "issue 14 item 6: to split",
-    "viz/heads.py:head_grid": "issue 14 item 6: to split",
-    "viz/lines.py:attention_lines": "issue 14 item 6: to split",
-    "viz/query.py:query_step_figure": "issue 14 item 6: to split",
-    "viz/tiled.py:tiled_figure": "issue 14 item 6: to split",
-    "viz/views.py:figures_for_trace": "issue 14 item 6: to split",
-    "viz/views.py:matrices_for_trace": "issue 14 item 6: to split",
 }
 
 

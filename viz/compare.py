@@ -27,38 +27,8 @@ def max_abs_difference(core: np.ndarray, model: np.ndarray, mask: np.ndarray | N
     return float(np.max(np.abs(core[usable] - model[usable])))
 
 
-def compare_figure(
-    core,
-    model,
-    query_tokens: Sequence[str],
-    key_tokens: Sequence[str],
-    *,
-    mask=None,
-    head: int | None = None,
-    title: str | None = None,
-    labels: tuple[str, str] = ("own core", "real model"),
-    show_values: bool | None = None,
-    theme: str = "screen",
-) -> go.Figure:
-    """Three panels: core weights, model weights (shared 0..1 scale), and core - model.
-
-    ``core`` and ``model`` are (L, S) weights of the same head. The difference panel uses a
-    diverging scale centred on 0 (its own colour bar) and the title states max |difference|.
-    Traces are named "core", "model" and "difference".
-    """
-    core = as_matrix("core", core)
-    model = as_matrix("model", model)
-    same_shape("core", core, "model", model)
-    query_tokens = check_labels("query_tokens", query_tokens, core.shape[0], "core", core.shape)
-    key_tokens = check_labels("key_tokens", key_tokens, core.shape[1], "core", core.shape)
-    mask = as_mask("mask", mask, core.shape)
-    with np.errstate(invalid="ignore"):
-        difference = core - model
-    worst = max_abs_difference(core, model, mask)
-    show = max(core.shape) <= min(COMPARE_TEXT_MAX, CELL_TEXT_MAX) if show_values is None else bool(show_values)
-
-    panel_titles = (labels[0], labels[1], "difference  (core − model)")
-    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.1, subplot_titles=panel_titles)
+def _add_panels(fig: go.Figure, core, model, difference, mask, query_tokens, key_tokens, show: bool) -> int:
+    """The three heatmaps (core, model, difference) and their axes; returns the display block size (1: exact)."""
     block = 1
     if max(core.shape) > COMPARE_DISPLAY_MAX:  # three panels side by side: display copies at about their pixels
         for col, (values, name) in enumerate(((core, "core"), (model, "model")), start=1):
@@ -108,6 +78,11 @@ def compare_figure(
             col=col,
             show_ticks=col == 1,
         )
+    return block
+
+
+def _colour_axes(fig: go.Figure, worst: float) -> tuple[dict, dict]:
+    """The shared 0..1 weight scale (bar right of the model panel) and the difference scale ±worst."""
     bound = worst if worst > 0 else 1e-12
     weight_axis = colour_axis("sequential", title="weight", zmin=0.0, zmax=1.0)
     right_of_model = fig.layout.xaxis2.domain[1] + 0.01
@@ -115,6 +90,43 @@ def compare_figure(
     diff_axis = colour_axis("diverging", title="difference", zmin=-bound, zmax=bound)
     diff_axis.pop("cmid")
     diff_axis["colorbar"].update(x=1.01, xanchor="left", len=0.8, thickness=12, exponentformat="e", title_side="top")
+    return weight_axis, diff_axis
+
+
+def compare_figure(
+    core,
+    model,
+    query_tokens: Sequence[str],
+    key_tokens: Sequence[str],
+    *,
+    mask=None,
+    head: int | None = None,
+    title: str | None = None,
+    labels: tuple[str, str] = ("own core", "real model"),
+    show_values: bool | None = None,
+    theme: str = "screen",
+) -> go.Figure:
+    """Three panels: core weights, model weights (shared 0..1 scale), and core - model.
+
+    ``core`` and ``model`` are (L, S) weights of the same head. The difference panel uses a
+    diverging scale centred on 0 (its own colour bar) and the title states max |difference|.
+    Traces are named "core", "model" and "difference".
+    """
+    core = as_matrix("core", core)
+    model = as_matrix("model", model)
+    same_shape("core", core, "model", model)
+    query_tokens = check_labels("query_tokens", query_tokens, core.shape[0], "core", core.shape)
+    key_tokens = check_labels("key_tokens", key_tokens, core.shape[1], "core", core.shape)
+    mask = as_mask("mask", mask, core.shape)
+    with np.errstate(invalid="ignore"):
+        difference = core - model
+    worst = max_abs_difference(core, model, mask)
+    show = max(core.shape) <= min(COMPARE_TEXT_MAX, CELL_TEXT_MAX) if show_values is None else bool(show_values)
+
+    panel_titles = (labels[0], labels[1], "difference  (core − model)")
+    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, horizontal_spacing=0.1, subplot_titles=panel_titles)
+    block = _add_panels(fig, core, model, difference, mask, query_tokens, key_tokens, show)
+    weight_axis, diff_axis = _colour_axes(fig, worst)
     head_text = "" if head is None else f", head {head}"
     fig.update_layout(
         title_text=title

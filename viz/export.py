@@ -186,6 +186,70 @@ def versions() -> dict[str, str | None]:
     }
 
 
+def _collect(
+    trace: ModelTrace, views: tuple[str, ...], formats: tuple[str, ...], warnings: list[str], theme: str, **options
+) -> tuple[dict[str, go.Figure], dict]:
+    """(figures, matrices) of every view by name (matrices only for CSV); a skipped view adds a warning.
+
+    ``options`` (head, query, statistic) go to both ``figures_for_trace`` and ``matrices_for_trace``.
+    """
+    figures: dict[str, go.Figure] = {}
+    matrices: dict = {}
+    for name in views:
+        figures.update(figures_for_trace(trace, name, theme=theme, **options))
+        if "csv" in formats:
+            matrices.update(matrices_for_trace(trace, name, **options))
+        if name == "compare" and trace.model is None:
+            warnings.append("compare view skipped: the trace has no real model")
+        if name == "rollout" and trace.model_attentions is None:
+            warnings.append("rollout view skipped: the trace has no model attentions")
+    return figures, matrices
+
+
+def _write_figures(
+    out: Path, figures: dict[str, go.Figure], images: list[str], html: bool, theme: str, scale: float, warnings: list
+) -> list[dict]:
+    """Each figure as ``<name>.<format>`` (images through kaleido, HTML with a shared plotly.min.js)."""
+    files: list[dict] = []
+
+    def record(path: Path, kind: str, name: str) -> None:
+        files.append({"file": path.name, "kind": kind, "name": name, "bytes": path.stat().st_size})
+
+    for name, fig in figures.items():
+        for fmt in images:
+            path = out / f"{name}.{fmt}"
+            try:
+                path.write_bytes(figure_image(fig, fmt, theme=theme, scale=scale))
+            except Exception as error:  # noqa: BLE001 - one failed image must not lose the rest
+                warnings.append(f"{path.name} failed: {type(error).__name__}: {error}")
+                continue
+            record(path, "figure", name)
+        if html:
+            path = out / f"{name}.html"
+            fig.write_html(
+                path,
+                include_plotlyjs="directory",
+                full_html=True,
+                config={"displaylogo": False, "responsive": True},
+            )
+            record(path, "figure", name)
+    if html and figures:
+        script = out / PLOTLY_JS
+        if not script.exists():
+            script.write_text(plotly.offline.get_plotlyjs(), encoding="utf-8")
+        record(script, "script", "plotly.js")
+    return files
+
+
+def _write_matrices(out: Path, matrices: dict) -> list[dict]:
+    files = []
+    for name, (matrix, rows, cols) in matrices.items():
+        path = out / f"{name}.csv"
+        write_matrix_csv(path, matrix, rows, cols)
+        files.append({"file": path.name, "kind": "matrix", "name": name, "bytes": path.stat().st_size})
+    return files
+
+
 def export_trace(
     trace: ModelTrace,
     out_dir: str | Path,
@@ -216,18 +280,9 @@ def export_trace(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     warnings: list[str] = []
-    files: list[dict] = []
-    figures: dict[str, go.Figure] = {}
-    matrices: dict = {}
-    for name in chosen_views:
-        figures.update(figures_for_trace(trace, name, head=head, query=query, theme=theme, statistic=statistic))
-        if "csv" in chosen_formats:
-            matrices.update(matrices_for_trace(trace, name, head=head, query=query, statistic=statistic))
-        if name == "compare" and trace.model is None:
-            warnings.append("compare view skipped: the trace has no real model")
-        if name == "rollout" and trace.model_attentions is None:
-            warnings.append("rollout view skipped: the trace has no model attentions")
-
+    figures, matrices = _collect(
+        trace, chosen_views, chosen_formats, warnings, theme, head=head, query=query, statistic=statistic
+    )
     figures.update(extra_figures or {})
     if "csv" in chosen_formats:
         matrices.update(extra_matrices or {})
@@ -239,37 +294,8 @@ def export_trace(
         if message:
             warnings.append(message)
             images = []
-
-    def record(path: Path, kind: str, name: str) -> None:
-        files.append({"file": path.name, "kind": kind, "name": name, "bytes": path.stat().st_size})
-
-    for name, fig in figures.items():
-        for fmt in images:
-            path = out / f"{name}.{fmt}"
-            try:
-                path.write_bytes(figure_image(fig, fmt, theme=theme, scale=scale))
-            except Exception as error:  # noqa: BLE001 - one failed image must not lose the rest
-                warnings.append(f"{path.name} failed: {type(error).__name__}: {error}")
-                continue
-            record(path, "figure", name)
-        if "html" in chosen_formats:
-            path = out / f"{name}.html"
-            fig.write_html(
-                path,
-                include_plotlyjs="directory",
-                full_html=True,
-                config={"displaylogo": False, "responsive": True},
-            )
-            record(path, "figure", name)
-    if "html" in chosen_formats and figures:
-        script = out / PLOTLY_JS
-        if not script.exists():
-            script.write_text(plotly.offline.get_plotlyjs(), encoding="utf-8")
-        record(script, "script", "plotly.js")
-    for name, (matrix, rows, cols) in matrices.items():
-        path = out / f"{name}.csv"
-        write_matrix_csv(path, matrix, rows, cols)
-        record(path, "matrix", name)
+    files = _write_figures(out, figures, images, "html" in chosen_formats, theme, scale, warnings)
+    files += _write_matrices(out, matrices)
 
     facts = getattr(trace, "facts", None)
     manifest = {

@@ -32,6 +32,72 @@ def grid_shape(count: int, columns: int | None = None) -> tuple[int, int]:
     return math.ceil(count / columns), columns
 
 
+def _head_panel(
+    fig: go.Figure,
+    weights: np.ndarray,
+    h: int,
+    grid: tuple[int, int, int],
+    mask,
+    query_tokens: list[str],
+    key_tokens: list[str],
+) -> int:
+    """Head ``h``'s (L, S) weights in its grid cell (``grid`` = rows, columns, heads); returns the block size."""
+    grid_rows, grid_cols, heads = grid
+    rows, cols = weights.shape
+    ticks = max(rows, cols) <= GRID_TICKS_MAX
+    r, c = divmod(h, grid_cols)
+    block = 1
+    if (
+        max(rows, cols) > GRID_DISPLAY_MAX
+    ):  # more cells than a panel has pixels: send a display copy, not H full matrices
+        block = add_block_matrix(
+            fig,
+            weights,
+            row=r + 1,
+            col=c + 1,
+            mask=mask,
+            max_side=GRID_DISPLAY_MAX,
+            value_name="weight",
+            name=f"head {h}",
+        )
+    else:
+        add_matrix(
+            fig,
+            weights,
+            row=r + 1,
+            col=c + 1,
+            mask=mask,
+            row_tokens=query_tokens,
+            col_tokens=key_tokens,
+            value_name="weight",
+            name=f"head {h}",
+            blocked_text="0",
+            show_values=False,
+        )
+    style_axis(
+        fig,
+        "y",
+        rows,
+        tokens=query_tokens,
+        row=r + 1,
+        col=c + 1,
+        show_ticks=ticks and c == 0,
+        title="query" if c == 0 and r == grid_rows - 1 else None,
+    )
+    last_in_column = h + grid_cols >= heads
+    style_axis(
+        fig,
+        "x",
+        cols,
+        tokens=key_tokens,
+        row=r + 1,
+        col=c + 1,
+        show_ticks=ticks and last_in_column,
+        title="key" if last_in_column and c == 0 else None,
+    )
+    return block
+
+
 def head_grid(
     weights,
     query_tokens: Sequence[str],
@@ -66,57 +132,9 @@ def head_grid(
         horizontal_spacing=0.02 + 0.04 / grid_cols,
         vertical_spacing=min(0.12, 0.35 / grid_rows),
     )
-    ticks = max(rows, cols) <= GRID_TICKS_MAX
-    thumbnails = max(rows, cols) > GRID_DISPLAY_MAX
     block = 1
     for h in range(heads):
-        r, c = divmod(h, grid_cols)
-        if thumbnails:  # more cells than a panel has pixels: send a display copy, not H full matrices
-            block = add_block_matrix(
-                fig,
-                weights[h],
-                row=r + 1,
-                col=c + 1,
-                mask=mask,
-                max_side=GRID_DISPLAY_MAX,
-                value_name="weight",
-                name=f"head {h}",
-            )
-        else:
-            add_matrix(
-                fig,
-                weights[h],
-                row=r + 1,
-                col=c + 1,
-                mask=mask,
-                row_tokens=query_tokens,
-                col_tokens=key_tokens,
-                value_name="weight",
-                name=f"head {h}",
-                blocked_text="0",
-                show_values=False,
-            )
-        style_axis(
-            fig,
-            "y",
-            rows,
-            tokens=query_tokens,
-            row=r + 1,
-            col=c + 1,
-            show_ticks=ticks and c == 0,
-            title="query" if c == 0 and r == grid_rows - 1 else None,
-        )
-        last_in_column = h + grid_cols >= heads
-        style_axis(
-            fig,
-            "x",
-            cols,
-            tokens=key_tokens,
-            row=r + 1,
-            col=c + 1,
-            show_ticks=ticks and last_in_column,
-            title="key" if last_in_column and c == 0 else None,
-        )
+        block = _head_panel(fig, weights[h], h, (grid_rows, grid_cols, heads), mask, query_tokens, key_tokens)
     layer_text = "" if layer is None else f"layer {layer}: "
     fig.update_layout(
         title_text=title

@@ -33,30 +33,8 @@ def line_segments(weights: np.ndarray, threshold: float, query: int | None = Non
     ]
 
 
-def attention_lines(
-    weights,
-    query_tokens: Sequence[str],
-    key_tokens: Sequence[str],
-    *,
-    threshold: float = 0.05,
-    query: int | None = None,
-    title: str | None = None,
-    theme: str = "screen",
-) -> go.Figure:
-    """Lines from each query token (left) to the key tokens (right) it attends to, opacity = weight.
-
-    ``weights`` is (L, S). Lines below ``threshold`` are left out. With ``query`` only that query's
-    lines are drawn and its label is bold. Line traces are named "lines α≈x.xx" and carry, per
-    segment, the text "query → key: weight"; the token columns are traces "queries" and "keys".
-    """
-    weights = as_matrix("weights", weights)
-    rows, cols = weights.shape
-    query_tokens = check_labels("query_tokens", query_tokens, rows, "weights", weights.shape)
-    key_tokens = check_labels("key_tokens", key_tokens, cols, "weights", weights.shape)
-    if query is not None and not 0 <= query < rows:
-        raise ValueError(f"query {query} out of range for weights of shape {weights.shape}")
-    segments = line_segments(weights, threshold, query)
-    fig = go.Figure()
+def _line_traces(fig: go.Figure, segments, query_tokens: Sequence[str], key_tokens: Sequence[str]) -> None:
+    """One "lines α≈x.xx" trace per opacity step, each segment from its query (x=0) to its key (x=1)."""
     bins: dict[int, list[tuple[int, int, float]]] = {}
     for segment in segments:
         step = min(OPACITY_STEPS, max(1, int(np.ceil(segment[2] * OPACITY_STEPS))))
@@ -85,6 +63,11 @@ def attention_lines(
                 showlegend=False,
             )
         )
+
+
+def _token_columns(fig: go.Figure, query_tokens: Sequence[str], key_tokens: Sequence[str], query: int | None) -> None:
+    """The token labels: "queries" on the left, "keys" on the right (every k-th above LABELS_MAX)."""
+    rows, cols = len(query_tokens), len(key_tokens)
     labels_left = tick_labels(query_tokens, max_chars=16)
     labels_right = tick_labels(key_tokens, max_chars=16)
     if query is not None:
@@ -117,6 +100,34 @@ def attention_lines(
             showlegend=False,
         )
     )
+
+
+def attention_lines(
+    weights,
+    query_tokens: Sequence[str],
+    key_tokens: Sequence[str],
+    *,
+    threshold: float = 0.05,
+    query: int | None = None,
+    title: str | None = None,
+    theme: str = "screen",
+) -> go.Figure:
+    """Lines from each query token (left) to the key tokens (right) it attends to, opacity = weight.
+
+    ``weights`` is (L, S). Lines below ``threshold`` are left out. With ``query`` only that query's
+    lines are drawn and its label is bold. Line traces are named "lines α≈x.xx" and carry, per
+    segment, the text "query → key: weight"; the token columns are traces "queries" and "keys".
+    """
+    weights = as_matrix("weights", weights)
+    rows, cols = weights.shape
+    query_tokens = check_labels("query_tokens", query_tokens, rows, "weights", weights.shape)
+    key_tokens = check_labels("key_tokens", key_tokens, cols, "weights", weights.shape)
+    if query is not None and not 0 <= query < rows:
+        raise ValueError(f"query {query} out of range for weights of shape {weights.shape}")
+    segments = line_segments(weights, threshold, query)
+    fig = go.Figure()
+    _line_traces(fig, segments, query_tokens, key_tokens)
+    _token_columns(fig, query_tokens, key_tokens, query)
     longest = max(rows, cols)
     fig.update_xaxes(range=[-0.55, 1.55], visible=False, fixedrange=True)
     fig.update_yaxes(range=[longest - 0.5, -0.5], visible=False)

@@ -33,56 +33,9 @@ def query_contributions(weights_row, values) -> np.ndarray:
     return np.where(np.isfinite(weights_row), weights_row, 0.0)[:, None] * values
 
 
-def query_step_figure(
-    scores_row,
-    scaled_row,
-    weights_row,
-    values,
-    key_tokens: Sequence[str],
-    *,
-    query_token: str = "",
-    query_index: int | None = None,
-    mask_row=None,
-    show_values: bool | None = None,
-    title: str | None = None,
-    theme: str = "screen",
-) -> go.Figure:
-    """The step-through for one query i: rows of scores (S,), scaled (S,), weights (S,), values V (S, Ev).
-
-    Traces: "q·k" (bars), "scaled" (bars), "weight" (bars), "contributions" (heatmap Ev × S of
-    α_j v_j, i.e. ``query_contributions(...).T``), "output" (heatmap Ev × 1 of Σ_j α_j v_j).
-    """
-    values = as_matrix("values", values)
-    keys = values.shape[0]
-    scores_row = as_vector("scores_row", scores_row, keys, f"values of shape {values.shape}")
-    scaled_row = as_vector("scaled_row", scaled_row, keys, f"values of shape {values.shape}")
-    weights_row = as_vector("weights_row", weights_row, keys, f"values of shape {values.shape}")
-    key_tokens = check_labels("key_tokens", key_tokens, keys, "values", values.shape)
-    mask_row = as_mask("mask_row", mask_row, (keys,))
-    blocked = ~np.isfinite(weights_row) if mask_row is None else (~mask_row | ~np.isfinite(weights_row))
-    contributions = query_contributions(weights_row, values)  # (S, Ev)
-    output = contributions.sum(axis=0)  # (Ev,) Σ_j α_j v_j
-    dims = values.shape[1]
-    show = (keys <= BAR_TEXT_MAX) if show_values is None else bool(show_values)
-
-    fig = make_subplots(
-        rows=4,
-        cols=1,
-        shared_xaxes=True,
-        vertical_spacing=0.06,
-        row_heights=[0.17, 0.17, 0.17, 0.49],
-        subplot_titles=(
-            "1. raw score  q<sub>i</sub>·k<sub>j</sub>",
-            "2. scaled score  (grey = key masked)",
-            "3. softmax weight  α<sub>ij</sub>",
-            "4. contribution  α<sub>ij</sub> v<sub>j</sub>  (rows = value dims)"
-            "  and output  Σ<sub>j</sub> α<sub>ij</sub> v<sub>j</sub>",
-        ),
-    )
-    positions = np.arange(keys)
-    colours = [MASK_COLOUR if b else ALLOWED_COLOUR for b in blocked]
-    names = hover_labels(key_tokens)
-    for row, (name, row_values) in enumerate((("q·k", scores_row), ("scaled", scaled_row)), start=1):
+def _score_bars(fig: go.Figure, rows, positions: np.ndarray, colours: list[str], names, show: bool) -> None:
+    """Panels 1 and 2: bars of the raw and the scaled scores (blocked keys grey), a line at 0."""
+    for row, (name, row_values) in enumerate(rows, start=1):
         shown = np.where(np.isfinite(row_values), row_values, np.nan)
         fig.add_trace(
             go.Bar(
@@ -99,6 +52,10 @@ def query_step_figure(
             col=1,
         )
         fig.add_hline(y=0, line=dict(color="#444", width=1), row=row, col=1)
+
+
+def _weight_bars(fig: go.Figure, weights_row, blocked: np.ndarray, positions: np.ndarray, names, show: bool) -> None:
+    """Panel 3: bars of the softmax weights, "×" at 0 for blocked keys, y from 0 to 1.15."""
     weights_shown = np.where(blocked, np.nan, weights_row)
     fig.add_trace(
         go.Bar(
@@ -137,6 +94,12 @@ def query_step_figure(
             col=1,
         )
     fig.update_yaxes(range=[0, 1.15], row=3, col=1)
+
+
+def _contribution_panel(fig: go.Figure, contributions: np.ndarray, key_tokens: list[str]) -> None:
+    """Panel 4: α_j v_j as a heatmap (dims × keys) and the output Σ_j α_j v_j as a column right of it."""
+    keys, dims = contributions.shape
+    output = contributions.sum(axis=0)  # (Ev,) Σ_j α_j v_j
     add_matrix(
         fig,
         contributions.T,
@@ -175,6 +138,57 @@ def query_step_figure(
     )
     style_axis(fig, "x", keys, tokens=key_tokens, title="key", row=4, col=1, extend_to=right)
     style_axis(fig, "y", dims, title="value dim", row=4, col=1)
+
+
+def query_step_figure(
+    scores_row,
+    scaled_row,
+    weights_row,
+    values,
+    key_tokens: Sequence[str],
+    *,
+    query_token: str = "",
+    query_index: int | None = None,
+    mask_row=None,
+    show_values: bool | None = None,
+    title: str | None = None,
+    theme: str = "screen",
+) -> go.Figure:
+    """The step-through for one query i: rows of scores (S,), scaled (S,), weights (S,), values V (S, Ev).
+
+    Traces: "q·k" (bars), "scaled" (bars), "weight" (bars), "contributions" (heatmap Ev × S of
+    α_j v_j, i.e. ``query_contributions(...).T``), "output" (heatmap Ev × 1 of Σ_j α_j v_j).
+    """
+    values = as_matrix("values", values)
+    keys = values.shape[0]
+    scores_row = as_vector("scores_row", scores_row, keys, f"values of shape {values.shape}")
+    scaled_row = as_vector("scaled_row", scaled_row, keys, f"values of shape {values.shape}")
+    weights_row = as_vector("weights_row", weights_row, keys, f"values of shape {values.shape}")
+    key_tokens = check_labels("key_tokens", key_tokens, keys, "values", values.shape)
+    mask_row = as_mask("mask_row", mask_row, (keys,))
+    blocked = ~np.isfinite(weights_row) if mask_row is None else (~mask_row | ~np.isfinite(weights_row))
+    show = (keys <= BAR_TEXT_MAX) if show_values is None else bool(show_values)
+
+    fig = make_subplots(
+        rows=4,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.06,
+        row_heights=[0.17, 0.17, 0.17, 0.49],
+        subplot_titles=(
+            "1. raw score  q<sub>i</sub>·k<sub>j</sub>",
+            "2. scaled score  (grey = key masked)",
+            "3. softmax weight  α<sub>ij</sub>",
+            "4. contribution  α<sub>ij</sub> v<sub>j</sub>  (rows = value dims)"
+            "  and output  Σ<sub>j</sub> α<sub>ij</sub> v<sub>j</sub>",
+        ),
+    )
+    positions = np.arange(keys)
+    colours = [MASK_COLOUR if b else ALLOWED_COLOUR for b in blocked]
+    names = hover_labels(key_tokens)
+    _score_bars(fig, (("q·k", scores_row), ("scaled", scaled_row)), positions, colours, names, show)
+    _weight_bars(fig, weights_row, blocked, positions, names, show)
+    _contribution_panel(fig, query_contributions(weights_row, values), key_tokens)  # (S, Ev) α_j v_j
     for row in (1, 2, 3):
         fig.update_xaxes(showgrid=False, row=row, col=1)
         fig.update_yaxes(showgrid=True, zeroline=False, row=row, col=1)

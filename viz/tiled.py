@@ -26,43 +26,28 @@ def tile_states(walk, step: int, length: int, keys: int) -> np.ndarray:
     return states
 
 
-def tiled_figure(walk, step: int, *, length: int, keys: int, theme: str = "screen") -> go.Figure:
-    """Four panels for one step of the tiled computation of one head (see the module docstring)."""
-    steps = len(walk.rows)
-    if not 0 <= step < steps:
-        raise ValueError(f"step {step} out of range 0..{steps - 1}")
-    r0, r1 = (int(x) for x in walk.rows[step])
-    k0, k1 = (int(x) for x in walk.keys[step])
-    fig = make_subplots(
-        rows=2,
-        cols=2,
-        vertical_spacing=0.16,
-        horizontal_spacing=0.12,
-        subplot_titles=(
-            f"tiles: query rows {r0}–{r1 - 1} meet keys {k0}–{k1 - 1}",
-            "running max m per query row",
-            "running sum l = Σ exp(s − m) per query row",
-            "max |partial output − final| of the step's rows",
-        ),
-    )
+TILE_COLOURS = [
+    [0.0, "#f2f2f2"],
+    [0.25, "#f2f2f2"],
+    [0.25, "#9ecae1"],
+    [0.5, "#9ecae1"],
+    [0.5, "#D55E00"],
+    [0.75, "#D55E00"],
+    [0.75, MASK_COLOUR],
+    [1.0, MASK_COLOUR],
+]  # one band per entry of TILE_STATES
+
+
+def _tiles_panel(fig: go.Figure, walk, step: int, length: int, keys: int) -> None:
+    """Top left: the grid of tiles, coloured by ``tile_states`` after ``step``."""
     states = tile_states(walk, step, length, keys)
-    colours = [
-        [0.0, "#f2f2f2"],
-        [0.25, "#f2f2f2"],
-        [0.25, "#9ecae1"],
-        [0.5, "#9ecae1"],
-        [0.5, "#D55E00"],
-        [0.75, "#D55E00"],
-        [0.75, MASK_COLOUR],
-        [1.0, MASK_COLOUR],
-    ]
     labels = np.array(TILE_STATES, dtype=object)[states]
     fig.add_trace(
         go.Heatmap(
             z=states,
             zmin=-0.5,
             zmax=3.5,
-            colorscale=colours,
+            colorscale=TILE_COLOURS,
             showscale=False,
             customdata=labels,
             name="tiles",
@@ -78,6 +63,11 @@ def tiled_figure(walk, step: int, *, length: int, keys: int, theme: str = "scree
     )
     fig.update_yaxes(autorange="reversed", title_text="query block", dtick=1, row=1, col=1)
     fig.update_xaxes(title_text="key block", dtick=1, row=1, col=1)
+
+
+def _running_panels(fig: go.Figure, walk, step: int, length: int, query_rows: tuple[int, int]) -> None:
+    """Top right: the running max m per query row; bottom left: the running sum l; the step's rows shaded."""
+    r0, r1 = query_rows
     rows = np.arange(length)
     for col, values, final, name in (
         (2, walk.running_max[step], walk.running_max[-1], "m"),
@@ -108,9 +98,13 @@ def tiled_figure(walk, step: int, *, length: int, keys: int, theme: str = "scree
         )
         fig.add_vrect(x0=r0 - 0.5, x1=r1 - 0.5, fillcolor="#D55E00", opacity=0.12, line_width=0, **where)
         fig.update_xaxes(title_text="query row", **where)
+
+
+def _distance_panel(fig: go.Figure, walk, step: int) -> None:
+    """Bottom right: max |partial output − final| after each step, this step marked."""
     fig.add_trace(
         go.Scatter(
-            x=np.arange(steps),
+            x=np.arange(len(walk.rows)),
             y=walk.distance,
             mode="lines+markers",
             name="distance",
@@ -134,6 +128,30 @@ def tiled_figure(walk, step: int, *, length: int, keys: int, theme: str = "scree
     )
     fig.update_xaxes(title_text="step", row=2, col=2)
     fig.update_yaxes(exponentformat="e", rangemode="tozero", row=2, col=2)
+
+
+def tiled_figure(walk, step: int, *, length: int, keys: int, theme: str = "screen") -> go.Figure:
+    """Four panels for one step of the tiled computation of one head (see the module docstring)."""
+    steps = len(walk.rows)
+    if not 0 <= step < steps:
+        raise ValueError(f"step {step} out of range 0..{steps - 1}")
+    r0, r1 = (int(x) for x in walk.rows[step])
+    k0, k1 = (int(x) for x in walk.keys[step])
+    fig = make_subplots(
+        rows=2,
+        cols=2,
+        vertical_spacing=0.16,
+        horizontal_spacing=0.12,
+        subplot_titles=(
+            f"tiles: query rows {r0}–{r1 - 1} meet keys {k0}–{k1 - 1}",
+            "running max m per query row",
+            "running sum l = Σ exp(s − m) per query row",
+            "max |partial output − final| of the step's rows",
+        ),
+    )
+    _tiles_panel(fig, walk, step, length, keys)
+    _running_panels(fig, walk, step, length, (r0, r1))
+    _distance_panel(fig, walk, step)
     fig.update_layout(
         title_text=f"Tiled attention, {walk.block}×{walk.block} tiles: step {step + 1} of {steps}", height=720
     )

@@ -155,6 +155,84 @@ def _derivation_figures(
     return {name: builders[name]() for name in DERIVATION_FIGURES if name in wanted and builders[name] is not None}
 
 
+def _compare_figures(trace: ModelTrace, h: int, tokens: list[str], show_values: bool | None, theme: str) -> dict:
+    if trace.model is None or h >= trace.model.num_heads:  # no model, or a scratch head the model lacks
+        return {}
+    core_head = trace.core.head(h)
+    model_head = trace.model.head(h)
+    return {
+        "compare": compare_figure(
+            core_head.weights,
+            model_head.weights,
+            tokens,
+            tokens,
+            mask=core_head.mask,
+            head=h,
+            show_values=show_values,
+            theme=theme,
+        )
+    }
+
+
+def _heads_figures(
+    trace: ModelTrace,
+    h: int,
+    tokens: list[str],
+    statistic: str | None,
+    precomputed: dict[str, np.ndarray],
+    show_values: bool | None,
+    theme: str,
+) -> dict:
+    attentions, layer, source = heads_source(trace)
+    figures = {
+        "head_grid": head_grid(
+            attentions[layer], tokens, tokens, mask=source.mask, layer=trace.layer, selected=h, theme=theme
+        )
+    }
+    for name in _statistics(statistic):
+        values = precomputed.get(f"overview_{name}")
+        figures[f"overview_{name}"] = statistic_overview(
+            overview_matrix(attentions, name) if values is None else values,
+            name,
+            selected=(layer, h),
+            show_values=show_values,
+            theme=theme,
+        )
+    return figures
+
+
+def _query_figures(head: HeadTrace, tokens: list[str], i: int, show_values: bool | None, theme: str) -> dict:
+    return {
+        "query": query_step_figure(
+            head.scores[i],
+            head.scaled[i],
+            head.weights[i],
+            head.v,
+            tokens,
+            query_token=tokens[i],
+            query_index=i,
+            mask_row=head.mask[i],
+            show_values=show_values,
+            theme=theme,
+        )
+    }
+
+
+def _rollout_figures(trace: ModelTrace, tokens: list[str], rollout, show_values: bool | None, theme: str) -> dict:
+    if trace.model_attentions is None:
+        return {}
+    attentions = trace.model_attentions
+    return {
+        "rollout": rollout_heatmap(
+            attention_rollout(attentions) if rollout is None else rollout,
+            tokens,
+            layers=attentions.shape[0],
+            show_values=show_values,
+            theme=theme,
+        )
+    }
+
+
 def figures_for_trace(
     trace: ModelTrace,
     view: str,
@@ -185,70 +263,84 @@ def figures_for_trace(
     if view == "derivation":
         return _derivation_figures(core_head, tokens, h, theme, show_values, only)
     if view == "compare":
-        if trace.model is None or h >= trace.model.num_heads:  # no model, or a scratch head the model lacks
-            return {}
-        model_head = trace.model.head(h)
-        return {
-            "compare": compare_figure(
-                core_head.weights,
-                model_head.weights,
-                tokens,
-                tokens,
-                mask=core_head.mask,
-                head=h,
-                show_values=show_values,
-                theme=theme,
-            )
-        }
+        return _compare_figures(trace, h, tokens, show_values, theme)
     if view == "heads":
-        attentions, layer, source = heads_source(trace)
-        figures = {
-            "head_grid": head_grid(
-                attentions[layer], tokens, tokens, mask=source.mask, layer=trace.layer, selected=h, theme=theme
-            )
-        }
-        for name in _statistics(statistic):
-            values = precomputed.get(f"overview_{name}")
-            figures[f"overview_{name}"] = statistic_overview(
-                overview_matrix(attentions, name) if values is None else values,
-                name,
-                selected=(layer, h),
-                show_values=show_values,
-                theme=theme,
-            )
-        return figures
+        return _heads_figures(trace, h, tokens, statistic, precomputed, show_values, theme)
     if view == "query":
-        i = _query_index(trace, query)
-        return {
-            "query": query_step_figure(
-                core_head.scores[i],
-                core_head.scaled[i],
-                core_head.weights[i],
-                core_head.v,
-                tokens,
-                query_token=tokens[i],
-                query_index=i,
-                mask_row=core_head.mask[i],
-                show_values=show_values,
-                theme=theme,
-            )
-        }
+        return _query_figures(core_head, tokens, _query_index(trace, query), show_values, theme)
     if view == "lines":
         lines = attention_lines(core_head.weights, tokens, tokens, threshold=threshold, query=query, theme=theme)
         return {"lines": lines}
-    # rollout
-    if trace.model_attentions is None:
+    return _rollout_figures(trace, tokens, precomputed.get("rollout"), show_values, theme)
+
+
+def _derivation_matrices(head: HeadTrace, tokens: list[str]) -> dict[str, Matrix]:
+    """The derivation's numbers in the figures' order, w_* and b_* after x (b_* only with a bias)."""
+    matrices: dict[str, Matrix] = {}
+    if head.x is not None:
+        matrices["x"] = (np.asarray(head.x), tokens, _dims(head.x.shape[1]))
+    for key in ("w_q", "w_k", "w_v"):
+        weights = getattr(head, key)
+        if weights is not None:
+            matrices[key] = (np.asarray(weights), _dims(weights.shape[0]), _dims(weights.shape[1]))
+    for key in ("b_q", "b_k", "b_v"):
+        bias = getattr(head, key)
+        if bias is not None:
+            matrices[key] = (np.asarray(bias)[None, :], ["bias"], _dims(bias.shape[0]))  # (1, E)
+    for key in ("q_before_rotary", "k_before_rotary", "q", "k", "v", "output"):
+        values = getattr(head, key)
+        if values is not None:
+            matrices[key] = (np.asarray(values), tokens, _dims(values.shape[1]))
+    for key in ("scores", "scaled", "masked", "weights"):
+        matrices[key] = (np.asarray(getattr(head, key)), tokens, tokens)
+    if getattr(head, "score_bias", None) is not None:
+        matrices["biased"] = (np.asarray(head.logits), tokens, tokens)  # masked + ALiBi: softmax's input
+    order = [
+        "x",
+        "w_q",
+        "w_k",
+        "w_v",
+        "b_q",
+        "b_k",
+        "b_v",
+        "q_before_rotary",
+        "k_before_rotary",
+        *DERIVATION_FIGURES[4:],
+    ]
+    return {key: matrices[key] for key in order if key in matrices}
+
+
+def _compare_matrices(trace: ModelTrace, h: int, tokens: list[str]) -> dict[str, Matrix]:
+    if trace.model is None or h >= trace.model.num_heads:
         return {}
-    attentions = trace.model_attentions
-    rollout = precomputed.get("rollout")
+    core = np.asarray(trace.core.head(h).weights)
+    model = np.asarray(trace.model.head(h).weights)
     return {
-        "rollout": rollout_heatmap(
-            attention_rollout(attentions) if rollout is None else rollout,
-            tokens,
-            layers=attentions.shape[0],
-            show_values=show_values,
-            theme=theme,
+        "core_weights": (core, tokens, tokens),
+        "model_weights": (model, tokens, tokens),
+        "difference": (core - model, tokens, tokens),
+    }
+
+
+def _heads_matrices(trace: ModelTrace, tokens: list[str], statistic: str | None) -> dict[str, Matrix]:
+    attentions, layer, _ = heads_source(trace)
+    matrices = {f"head_{i}_weights": (attentions[layer, i], tokens, tokens) for i in range(attentions.shape[1])}
+    for name in _statistics(statistic):
+        matrices[f"overview_{name}"] = (
+            overview_matrix(attentions, name),
+            _dims(attentions.shape[0]),
+            _dims(attentions.shape[1]),
         )
+    return matrices
+
+
+def _query_matrices(head: HeadTrace, tokens: list[str], i: int) -> dict[str, Matrix]:
+    bars = np.stack([head.scores[i], head.scaled[i], head.weights[i]], axis=1)  # (S, 3)
+    contributions = query_contributions(head.weights[i], head.v)  # (S, Ev)
+    with_output = np.vstack([contributions, contributions.sum(axis=0, keepdims=True)])  # (S + 1, Ev)
+    return {
+        "query_bars": (bars, tokens, ["score", "scaled", "weight"]),
+        "query_contributions": (with_output, [*tokens, "output"], _dims(head.v.shape[1])),
     }
 
 
@@ -272,67 +364,13 @@ def matrices_for_trace(
     h = _head_index(trace, head)
     core_head = trace.core.head(h)
     if view == "derivation":
-        matrices: dict[str, Matrix] = {}
-        if core_head.x is not None:
-            matrices["x"] = (np.asarray(core_head.x), tokens, _dims(core_head.x.shape[1]))
-        for key in ("w_q", "w_k", "w_v"):
-            weights = getattr(core_head, key)
-            if weights is not None:
-                matrices[key] = (np.asarray(weights), _dims(weights.shape[0]), _dims(weights.shape[1]))
-        for key in ("b_q", "b_k", "b_v"):
-            bias = getattr(core_head, key)
-            if bias is not None:
-                matrices[key] = (np.asarray(bias)[None, :], ["bias"], _dims(bias.shape[0]))  # (1, E)
-        for key in ("q_before_rotary", "k_before_rotary", "q", "k", "v", "output"):
-            values = getattr(core_head, key)
-            if values is not None:
-                matrices[key] = (np.asarray(values), tokens, _dims(values.shape[1]))
-        for key in ("scores", "scaled", "masked", "weights"):
-            matrices[key] = (np.asarray(getattr(core_head, key)), tokens, tokens)
-        if getattr(core_head, "score_bias", None) is not None:
-            matrices["biased"] = (np.asarray(core_head.logits), tokens, tokens)  # masked + ALiBi: softmax's input
-        order = [
-            "x",
-            "w_q",
-            "w_k",
-            "w_v",
-            "b_q",
-            "b_k",
-            "b_v",
-            "q_before_rotary",
-            "k_before_rotary",
-            *DERIVATION_FIGURES[4:],
-        ]
-        return {key: matrices[key] for key in order if key in matrices}
+        return _derivation_matrices(core_head, tokens)
     if view == "compare":
-        if trace.model is None or h >= trace.model.num_heads:
-            return {}
-        core = np.asarray(core_head.weights)
-        model = np.asarray(trace.model.head(h).weights)
-        return {
-            "core_weights": (core, tokens, tokens),
-            "model_weights": (model, tokens, tokens),
-            "difference": (core - model, tokens, tokens),
-        }
+        return _compare_matrices(trace, h, tokens)
     if view == "heads":
-        attentions, layer, _ = heads_source(trace)
-        matrices = {f"head_{i}_weights": (attentions[layer, i], tokens, tokens) for i in range(attentions.shape[1])}
-        for name in _statistics(statistic):
-            matrices[f"overview_{name}"] = (
-                overview_matrix(attentions, name),
-                _dims(attentions.shape[0]),
-                _dims(attentions.shape[1]),
-            )
-        return matrices
+        return _heads_matrices(trace, tokens, statistic)
     if view == "query":
-        i = _query_index(trace, query)
-        bars = np.stack([core_head.scores[i], core_head.scaled[i], core_head.weights[i]], axis=1)  # (S, 3)
-        contributions = query_contributions(core_head.weights[i], core_head.v)  # (S, Ev)
-        with_output = np.vstack([contributions, contributions.sum(axis=0, keepdims=True)])  # (S + 1, Ev)
-        return {
-            "query_bars": (bars, tokens, ["score", "scaled", "weight"]),
-            "query_contributions": (with_output, [*tokens, "output"], _dims(core_head.v.shape[1])),
-        }
+        return _query_matrices(core_head, tokens, _query_index(trace, query))
     if view == "lines":
         return {"lines_weights": (np.asarray(core_head.weights), tokens, tokens)}
     if trace.model_attentions is None:
