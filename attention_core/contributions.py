@@ -18,10 +18,14 @@ weights alone overstate it (Kobayashi et al., 2020, "Attention is not only a wei
 
 The check: the per-head outputs plus b^O, summed here in float64 from the model's own returned weights,
 its captured values and its W^O, against the output projection's output that a forward hook took from the
-real model (``ablation.reference_run``). It agrees to the model's float32 rounding: about 1e-6 where values
-are near 1, and to about 1e-7 of the value where they are large (SmolLM2's attention outputs reach 180,
-where float32's own spacing is 1.5e-5). So the tolerance, 1e-5, applies to |difference| / max(1, |value|):
-absolute below 1, relative above (``sum_check_scaled_diff``); the plain maximum is reported beside it.
+real model (``ablation.reference_run``). They agree to the model's float32 rounding, and a float32 sum is
+only as exact as the size of the terms it adds: SmolLM2's attention outputs reach 180 (float32's own spacing
+there is 1.5e-5), and its sums of large terms that cancel to small values drift by about 1e-5. So the
+tolerance, 1e-5, applies to |difference| / max(1, size), where size = sum_h sum_j alpha |v_j| |W^O_h| + |b^O|
+is the sum of the absolute values of every product the block adds up (the usual bound on a float sum's
+error): absolute where that is below 1, relative above (``sum_check_scaled_diff``). A wrong head order,
+a missing bias or a wrong key/value head would miss by a sizeable part of the value itself, never 1e-5.
+The plain maximum |difference| is reported beside it.
 
 Torch in, numpy out (the figures and the app read numpy); no model is run here.
 """
@@ -74,6 +78,7 @@ class LayerContributions:
     bias: np.ndarray | None  # (D,)        b^O
     model_output: np.ndarray | None  # (L, D)  the model's own attention output (hooked), float32
     num_kv_heads: int
+    term_size: np.ndarray | None = None  # (L, D)  sum_h sum_j alpha |v_j| |W^O_h| + |b^O|: what the sum adds up
 
     @property
     def num_heads(self) -> int:
@@ -94,15 +99,13 @@ class LayerContributions:
 
     @property
     def sum_check_scaled_diff(self) -> float:
-        """max |sum - model| / max(1, |model|), element by element: absolute below 1, relative above.
-
-        float32 cannot hold a large value to 1e-5 (its spacing at 180, a size SmolLM2's attention outputs
-        reach, is 1.5e-5), so the check's tolerance is on this number (NaN without the model's output).
-        """
+        """max |sum - model| / max(1, size), element by element, size = ``term_size`` (else |model|):
+        absolute below 1, relative to the terms added above. The check's tolerance is on this number (see
+        the module docstring; NaN without the model's output)."""
         if self.model_output is None:
             return float("nan")
-        scale = np.maximum(1.0, np.abs(self.model_output))  # (L, D)
-        return float((np.abs(self.block_output - self.model_output) / scale).max())
+        size = np.abs(self.model_output) if self.term_size is None else self.term_size
+        return float((np.abs(self.block_output - self.model_output) / np.maximum(1.0, size)).max())
 
     @property
     def sum_check_ok(self) -> bool:
@@ -154,6 +157,9 @@ def contributions(
     value_norms = value_out.norm(dim=-1)  # (H, S)
     contribution_norms = weights * value_norms[:, None, :]  # (H, L, S)   ||alpha_ij v_j W^O_h|| (alpha >= 0)
     head_outputs = weights @ value_out  # (H, L, D)   sum_j alpha_ij v_j W^O_h = o_h W^O_h
+    term_size = (weights @ head_value_outputs(v.abs(), w_o.abs(), weights.shape[0])).sum(dim=0)  # (L, D)
+    if b_o is not None:
+        term_size = term_size + b_o.detach().to("cpu", dtype).abs()  # sum_h sum_j alpha |v_j| |W^O_h| + |b^O|
     return LayerContributions(
         layer=layer,
         weights=weights.numpy(),
@@ -163,6 +169,7 @@ def contributions(
         bias=None if b_o is None else b_o.detach().to("cpu", dtype).numpy(),
         model_output=None if model_output is None else model_output.detach().to("cpu", torch.float32).numpy(),
         num_kv_heads=v.shape[0],
+        term_size=term_size.numpy(),
     )
 
 

@@ -43,7 +43,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tolerance",
         type=float,
         default=SUM_CHECK_TOLERANCE,
-        help="largest |sum of heads + b^O - the model's attention output| / max(1, |value|) accepted",
+        help="largest |sum of heads + b^O - the model's attention output| / max(1, size of the terms summed) accepted",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--device", default=None, help="cpu, cuda, mps or auto")
@@ -151,7 +151,7 @@ def _print_table(result: dict, ok: bool, tolerance: float) -> None:
         )
     print(
         f"sum check: max |sum of heads + b^O - model| = {result['sum_check_max_abs_diff']:.2e}, "
-        f"scaled by max(1, |value|) = {result['sum_check_scaled_diff']:.2e} "
+        f"scaled by max(1, size of the terms) = {result['sum_check_scaled_diff']:.2e} "
         f"(tolerance {tolerance:g}): {'OK' if ok else 'FAILED'}"
     )
 

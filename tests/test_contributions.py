@@ -130,6 +130,29 @@ def test_smollm2_heads_share_their_value_head(bundled):
     assert [parts.kv_head(h) for h in range(9)] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
 
 
+@pytest.mark.parametrize("name", ["minilm", "smollm2"])
+def test_the_check_is_not_lenient_a_slip_in_the_sum_fails_it(bundled, name):
+    loaded, _, captured, reference = bundled(name)
+    layer = captured.layer(1)
+    w_o, b_o = layer.projection.w_o, layer.projection.b_o
+    model_output = reference.attn_outputs[1]
+    slips = {  # each a mistake one could make taking the block apart
+        "value heads in the wrong order": (layer.attentions, layer.v.roll(1, dims=0), w_o, b_o),
+        "W^O's heads in the wrong order": (layer.attentions, layer.v, w_o.roll(w_o.shape[0] // 3, dims=0), b_o),
+        "one head left out": (
+            layer.attentions * (torch.arange(layer.attentions.shape[0]) != 1)[:, None, None],
+            layer.v,
+            w_o,
+            b_o,
+        ),
+    }
+    if b_o is not None:
+        slips["b^O left out"] = (layer.attentions, layer.v, w_o, None)
+    for slip, args in slips.items():
+        wrong = contributions(*args, model_output=model_output)
+        assert wrong.sum_check_scaled_diff > 1e-3, (name, slip, wrong.sum_check_scaled_diff)
+
+
 # --- ablation ------------------------------------------------------------------------------------------
 
 

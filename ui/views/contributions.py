@@ -174,8 +174,8 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         delta="adds up" if ok else "does not add up",
         delta_color="normal" if ok else "inverse",
         help=f"Max |sum of the per-head parts + b^O − the output projection's output, hooked from the real model|; "
-        f"held to {SUM_CHECK_TOLERANCE:g} of max(1, |value|) ({parts.sum_check_scaled_diff:.1e} here): float32 "
-        "cannot hold large values to 1e-5.",
+        f"held to {SUM_CHECK_TOLERANCE:g} of max(1, the size of the terms summed) ({parts.sum_check_scaled_diff:.1e} "
+        "here): a float32 sum is only as exact as the terms it adds (SmolLM2's reach 180).",
     )
 
     mask = None if trace.model is None else getattr(trace.model, "mask", None)
