@@ -163,14 +163,8 @@ def fit_to_model(facts, num_tokens: int) -> list[str]:
     return [n for n in notices if n] + fixes
 
 
-def controls(facts, num_tokens: int):
-    """Every other control; returns the empty slot beside the layer slider where the view draws the head
-    slider (a view-only control: it reruns only the view, see app.py). ``facts`` bound the layer slider."""
-    col_layer, col_head = st.columns(2)
-    if facts.num_layers > 1:
-        col_layer.slider("Layer", 0, facts.num_layers - 1, key="layer", help="Which transformer block to look at.")
-    head_slot = col_head.empty()
-
+def _scaling_controls() -> None:
+    """Scaling: the divisor of the scores (and the temperature when it is custom)."""
     with st.expander("Scaling", expanded=True):
         st.radio(
             "Divide the scores by",
@@ -189,6 +183,9 @@ def controls(facts, num_tokens: int):
                 help="Scores are divided by this.",
             )
 
+
+def _masking_controls(num_tokens: int) -> None:
+    """Masking: which mask, its size, the fill for blocked scores, padding."""
     with st.expander("Masking", expanded=True):
         st.selectbox(
             "Mask", list(MASKS), key="mask", format_func=MASK_LABELS.get, help="Which keys each query may see."
@@ -231,6 +228,9 @@ def controls(facts, num_tokens: int):
             help="Adds pad tokens; both the model and the core mask them out as keys (padding mask).",
         )
 
+
+def _source_controls() -> None:
+    """Positional encoding and the source of X (with the scratch sizes)."""
     with st.expander("Positional encoding and source of X", expanded=False):
         st.selectbox(
             "Positional encoding (own core)",
@@ -254,6 +254,9 @@ def controls(facts, num_tokens: int):
             c3.number_input("heads", 1, LIMITS["heads"][1], key="heads", help="Number of heads.")
             st.number_input("Seed", *LIMITS["seed"], key="seed", help="Seed for embeddings and weights.")
 
+
+def _display_controls() -> None:
+    """Display: special tokens, merged subwords, the colour range."""
     with st.expander("Display", expanded=False):
         st.checkbox(
             "Hide special tokens ([CLS], [SEP], BOS)",
@@ -274,6 +277,9 @@ def controls(facts, num_tokens: int):
             "Off: each map stretches to its own largest weight (more detail, not comparable).",
         )
 
+
+def _device_controls() -> None:
+    """Display and device: device, values in cells, theme, max tokens."""
     with st.expander("Display and device", expanded=False):
         st.selectbox("Device", available_devices(), key="device", help="Where the own core computes.")
         st.checkbox("Show values in cells", key="show_values", help="Numbers on small heatmaps (up to 24 tokens).")
@@ -284,6 +290,21 @@ def controls(facts, num_tokens: int):
             key="max_tokens",
             help="Longer text is cut here (and at the model's limit), with a notice.",
         )
+
+
+def controls(facts, num_tokens: int):
+    """Every other control; returns the empty slot beside the layer slider where the view draws the head
+    slider (a view-only control: it reruns only the view, see app.py). ``facts`` bound the layer slider."""
+    col_layer, col_head = st.columns(2)
+    if facts.num_layers > 1:
+        col_layer.slider("Layer", 0, facts.num_layers - 1, key="layer", help="Which transformer block to look at.")
+    head_slot = col_head.empty()
+
+    _scaling_controls()
+    _masking_controls(num_tokens)
+    _source_controls()
+    _display_controls()
+    _device_controls()
     return head_slot
 
 
