@@ -146,7 +146,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     decoder = reference.decoder
     head = min(max(trace.head, 0), parts.num_heads - 1)
 
-    cols = st.columns([2, 2, 3])
+    cols = st.columns([3, 2, 3])
     with cols[0]:
         mode = st.radio(
             "Show",
