@@ -12,7 +12,14 @@ from viz.compare import compare_figure
 from viz.heads import head_grid, head_overview
 from viz.heatmaps import mask_rectangles, matrix_heatmap, token_matrix_heatmap, weight_matrix_heatmap
 from viz.lines import attention_lines
-from viz.pitfalls import cost_figure, permutation_figure, realign, saturation_figure, variance_figure
+from viz.pitfalls import (
+    cost_figure,
+    permutation_figure,
+    realign,
+    saturation_figure,
+    temperature_figure,
+    variance_figure,
+)
 from viz.positional import position_similarity, position_similarity_figure, positional_heatmap
 from viz.query import query_step_figure
 from viz.rollout import rollout_heatmap
@@ -247,6 +254,28 @@ def test_pitfall_figures_hold_their_arrays():
     assert "order is seen" in fig.layout.title.text
     with pytest.raises(ValueError, match="permutation"):
         realign(out, [0, 0, 1, 2, 3, 4])
+
+
+def test_temperature_figure_marks_sit_inside_the_log_axis_and_all_say_something():
+    """Plotly places an annotation on a log axis at 10**x: a label given the raw t = 8 lands at 10**8,
+    stretching the axis and squashing the curve. Every label's x must be log10 of a t within the sweep,
+    each mark labelled once (an annotation with no text is drawn as "new text"), the lines at the raw t."""
+    t = np.array([0.25, 0.5, 1.0, 2.0, 4.0, 5.657, 8.0, 16.0, 64.0])
+    marks = {"√d_k": 8.0, "this head": 5.657}
+    fig = temperature_figure(t, np.linspace(0.1, 2.0, t.size), np.logspace(-3, 0, t.size), marks=marks)
+    assert fig.layout.xaxis.type == "log" and fig.layout.xaxis2.type == "log"
+    texts = [a.text for a in fig.layout.annotations]
+    assert all(text for text in texts), texts  # None or "" is drawn as plotly's "new text"
+    labels = {a.text: a for a in fig.layout.annotations if a.text in marks}
+    assert set(labels) == set(marks) and texts.count("√d_k") == texts.count("this head") == 1
+    low, high = np.log10(t.min()), np.log10(t.max())
+    for label, value in marks.items():
+        assert labels[label].xref == "x" and low <= labels[label].x <= high
+        assert np.isclose(labels[label].x, np.log10(value))
+    lines = [s for s in fig.layout.shapes if s.type == "line" and s.x0 == s.x1]
+    assert sorted(s.x0 for s in lines) == sorted([5.657, 5.657, 8.0, 8.0])  # on both panels, at t itself
+    assert labels["this head"].xanchor != labels["√d_k"].xanchor  # two close marks write away from each other
+    assert 5.657 not in fig.layout.xaxis.tickvals and 8.0 in fig.layout.xaxis.tickvals  # a label names the mark
 
 
 def test_positional_figures():

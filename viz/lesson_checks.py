@@ -6,18 +6,14 @@ its scores are divided by, from an ``attention_core.lab.HeadTemperature`` the ca
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import plotly.graph_objects as go
 
 from .compare import compare_figure
 from .lesson_page import FULL
-from .lesson_page import escape as _e
 from .lesson_slides import Deck, Slide, number
 from .pitfalls import temperature_figure
-from .theme import LINE_COLOURS
 
 MATCH = 1e-5  # a replay difference at or below this is a match (float32 rounding)
 
@@ -106,11 +102,11 @@ def pitfall_slide(deck: Deck, temperature: Any) -> Slide:
         curve.entropy,
         curve.grad_norm,
         uniform_entropy=curve.uniform_entropy,
+        marks=temperature.marks,
         name=f"layer {trace.layer}, head {h}",
         theme=deck.theme,
     )
     temps = [float(t) for t in curve.temperature]
-    _mark_temperatures(fig, temperature.marks, temps)
 
     def at(values, t: float) -> str:
         index = int(np.argmin(np.abs(np.asarray(temps) - t)))
@@ -122,29 +118,3 @@ def pitfall_slide(deck: Deck, temperature: Any) -> Slide:
         f"<b>{at(curve.entropy, temperature.sqrt_d_k)}</b>, gradient <b>{at(curve.grad_norm, temperature.sqrt_d_k)}</b>.</p>"
     )
     return Slide("pitfall", title, deck.charts.add(fig, (FULL[0], 470)) + numbers, notes)
-
-
-def _mark_temperatures(fig: go.Figure, marks: Mapping[str, float], temps: list[float]) -> None:
-    """A dashed line at each marked temperature (√d_k, the head's own) on both log-x panels, labelled once.
-
-    An annotation on a log axis takes log10 of its position (a shape takes the value itself); ticks
-    stay on the sweep's round temperatures so a mark's label never overlaps a neighbouring tick.
-    """
-    marked = [float(t) for t in marks.values()]
-    for index, (label, t) in enumerate(marks.items()):
-        colour = LINE_COLOURS[(index + 2) % len(LINE_COLOURS)]
-        for col in (1, 2):
-            fig.add_vline(x=t, line=dict(color=colour, dash="dash", width=1.5), row=1, col=col)
-        fig.add_annotation(
-            x=float(np.log10(t)),
-            xref="x",
-            y=0.03,
-            yref="y domain",
-            yanchor="bottom",
-            xanchor="left",
-            text=_e(label),
-            showarrow=False,
-            font=dict(color=colour),
-        )
-    ticks = [t for t in temps if not any(np.isclose(t, m) for m in marked) or float(t).is_integer()]
-    fig.update_xaxes(tickmode="array", tickvals=ticks, ticktext=[f"{t:g}" for t in ticks])

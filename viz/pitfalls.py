@@ -192,6 +192,31 @@ def saturation_figure(
 GRADIENT_TITLE = "‖∂(g·softmax)/∂scores‖, random g"  # what is plotted: a loss's gradient, not the Jacobian's norm
 
 
+def _mark_temperatures(fig: go.Figure, marks: dict[str, float]) -> None:
+    """A dashed line at each marked temperature on both panels, its label once, low in the entropy panel.
+
+    On a log axis an annotation's x is log10 of the value (a shape's x is the value itself). With two or
+    more marks the lowest one's label goes to the left of its line, the others' to the right, so two
+    close marks (√d_k and the head's own t) do not write over each other.
+    """
+    lowest = min(marks.values()) if len(marks) > 1 else None
+    for index, (label, t) in enumerate(marks.items()):
+        colour = LINE_COLOURS[(index + 2) % len(LINE_COLOURS)]
+        for col in (1, 2):
+            fig.add_vline(x=t, line=dict(color=colour, dash="dash", width=1.5), row=1, col=col)
+        fig.add_annotation(
+            x=float(np.log10(t)),
+            xref="x",
+            y=0.03,
+            yref="y domain",
+            yanchor="bottom",
+            xanchor="right" if t == lowest else "left",
+            text=label,
+            showarrow=False,
+            font=dict(color=colour),
+        )
+
+
 def temperature_figure(
     temperature,
     entropy,
@@ -243,17 +268,10 @@ def temperature_figure(
             annotation_text="uniform over allowed keys",
             annotation_position="bottom right",
         )
-    for index, (label, t) in enumerate((marks or {}).items()):
-        for col in (1, 2):
-            fig.add_vline(
-                x=t,
-                line=dict(color=LINE_COLOURS[(index + 2) % len(LINE_COLOURS)], dash="dash", width=1),
-                row=1,
-                col=col,
-                annotation_text=label if col == 1 else None,
-                annotation_position="top left" if index % 2 else "top right",
-            )
-    fig.update_xaxes(type="log", title_text="temperature t (softmax of scores ÷ t)", **_x_ticks(temperature))
+    _mark_temperatures(fig, marks or {})
+    marked = [float(t) for t in (marks or {}).values()]  # a marked t (√d_k = 5.66) is named by its label, not a tick
+    ticks = [t for t in temperature if float(t).is_integer() or not any(np.isclose(t, m) for m in marked)]
+    fig.update_xaxes(type="log", title_text="temperature t (softmax of scores ÷ t)", **_x_ticks(np.asarray(ticks)))
     fig.update_yaxes(title_text="entropy (nats)", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text=GRADIENT_TITLE, row=1, col=2, **_log_axis(grad_norm))
     fig.update_layout(
