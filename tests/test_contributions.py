@@ -10,7 +10,11 @@ References, none of them the code under test:
 from __future__ import annotations
 
 import copy
+import csv
+import io
 import json
+import zipfile
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -24,10 +28,12 @@ from attention_core.ablation import (
     baseline_readout,
     default_position,
     direct_logit_attribution,
+    metric_name,
     reference_run,
 )
 from attention_core.contributions import contribution_terms, contributions, layer_contributions
 from attention_core.pretrained import capture, load_model, tokenize
+from tests.browser import chromium_path
 from tests.tiny_models import build_tiny_model
 from viz.contributions import (
     CONTRIBUTION_MODES,
@@ -39,6 +45,8 @@ from viz.contributions import (
     next_token_figure,
     row_comparison,
 )
+from viz.contributions_panels import DirectParts, ShownContributions, contributions_zip, shown_panels
+from viz.labels import plain_labels, visible_label
 
 TEXT = "The cat sat on the mat."
 
@@ -354,6 +362,8 @@ def test_the_view_draws_on_minilm_and_explains_scratch():
     assert any(m.label.startswith("Σ heads") for m in at.metric)
     drawn = len(at.get("plotly_chart"))
     assert drawn == 4  # grid, row, head shares, this layer's ablation
+    slides = [b for b in at.get("download_button") if b.proto.label.startswith("⬇ Export this view for slides")]
+    assert len(slides) == 1  # the view's zip, built on a click (tested above without Streamlit)
     at.button(key="contrib_map_go").click()
     at.run()
     assert not at.exception and not at.error and len(at.get("plotly_chart")) == drawn + 1
@@ -361,3 +371,112 @@ def test_the_view_draws_on_minilm_and_explains_scratch():
     at.run()
     assert not at.exception and not at.error
     assert any("pretrained model" in box.value for box in at.info)
+
+
+# --- the view's slides zip (issue 17: contributions export like every other view) ----------------------
+
+
+def _csv(archive: zipfile.ZipFile, name: str) -> tuple[list[str], list[str], np.ndarray]:
+    """(column labels, row labels, numbers) of ``name``.csv in the zip."""
+    header, *rows = csv.reader(io.StringIO(archive.read(f"{name}.csv").decode("utf-8")))
+    return header[1:], [row[0] for row in rows], np.array([[float(v) for v in row[1:]] for row in rows])
+
+
+def _shown(loaded, tokens, captured, reference, layer: int, head: int, mode: str = "zero", **more):
+    """What the view computes for ``layer``/``head`` at the default position, as the view hands it to viz."""
+    position = default_position(tokens)
+    parts = layer_contributions(captured.layer(layer), reference.attn_outputs[layer])
+    found = ablate_layer(loaded, tokens, layer, mode=mode, position=position, reference=reference)
+    shown = ShownContributions(
+        tokens=list(tokens.labels),
+        layer=layer,
+        head=head,
+        position=position,
+        mode="contributions",
+        weights=parts.weights,
+        shares=parts.contribution_shares(),
+        head_shares=parts.head_shares(),
+        decoder=reference.decoder,
+        ablation=mode,
+        metric=metric_name(reference.decoder),
+        effects=np.array([a.effect for a in found]),
+        sum_check={"max_abs_diff": parts.sum_check_max_abs_diff, "ok": parts.sum_check_ok},
+        **more,
+    )
+    return shown, parts, found
+
+
+def test_the_slides_zip_holds_every_figure_of_the_view_and_its_numbers(bundled):
+    loaded, tokens, captured, reference = bundled("minilm")
+    shown, parts, found = _shown(loaded, tokens, captured, reference, layer=1, head=2, mode="mean")
+    panels = ["contributions_grid", "contributions_row", "contributions_head_shares", "contributions_ablation_layer"]
+    assert list(shown_panels(shown)) == panels  # what the view draws for an encoder, before the map is computed
+    archive = zipfile.ZipFile(io.BytesIO(contributions_zip(shown, "html,csv", settings={"model": "minilm"})))
+    expected = {f"{p}.{ext}" for p in panels for ext in ("html", "csv")} | {"plotly.min.js", "manifest.json"}
+    assert set(archive.namelist()) == expected
+
+    cols, rows, grid = _csv(archive, "contributions_grid")  # the selected head's contribution shares
+    assert cols == rows == plain_labels(tokens.labels) and len(rows) == tokens.length
+    np.testing.assert_array_equal(grid, parts.contribution_shares()[2])  # exact: shortest round-trip repr
+    cols, _, row = _csv(archive, "contributions_row")
+    assert cols == ["weight", "contribution_share"]
+    np.testing.assert_array_equal(row[:, 0].astype(np.float32), parts.weights[2, shown.position])
+    np.testing.assert_array_equal(row[:, 1], parts.contribution_shares()[2, shown.position])
+    _, rows, head_shares = _csv(archive, "contributions_head_shares")
+    assert rows == [f"head {h}" for h in range(12)]
+    np.testing.assert_array_equal(head_shares, parts.head_shares())
+    _, _, effects = _csv(archive, "contributions_ablation_layer")
+    np.testing.assert_array_equal(effects[:, 0], [a.effect for a in found])
+
+    manifest = json.loads(archive.read("manifest.json"))
+    assert manifest["views"] == ["contributions"] and manifest["settings"] == {"model": "minilm"}
+    assert (manifest["layer"], manifest["head"], manifest["query"], manifest["ablation"]) == (
+        1,
+        2,
+        shown.position,
+        "mean",
+    )
+    assert manifest["sum_check"] == {"max_abs_diff": parts.sum_check_max_abs_diff, "ok": True}
+    assert manifest["versions"]["numpy"] == np.__version__ and manifest["figures"] == panels
+    assert manifest["theme"] == "slides" and not manifest["warnings"]
+    assert '"size":26' in archive.read("contributions_grid.html").decode("utf-8")  # the slides theme's titles
+
+    with_map = replace(shown, ablation_map=np.arange(72.0).reshape(6, 12) / 100)  # once the map is computed
+    archive = zipfile.ZipFile(io.BytesIO(contributions_zip(with_map, "csv")))
+    assert set(archive.namelist()) == {f"{p}.csv" for p in panels} | {"contributions_ablation_map.csv", "manifest.json"}
+    _, rows, effects_map = _csv(archive, "contributions_ablation_map")
+    assert rows == [f"layer {i}" for i in range(6)]
+    np.testing.assert_array_equal(effects_map, with_map.ablation_map)
+
+    if chromium_path():
+        archive = zipfile.ZipFile(io.BytesIO(contributions_zip(shown, "png")))
+        assert {f"{p}.png" for p in panels} <= set(archive.namelist())
+        assert all(archive.read(f"{p}.png").startswith(b"\x89PNG") for p in panels)
+        assert not json.loads(archive.read("manifest.json"))["warnings"]
+
+
+def test_the_slides_zip_of_a_decoder_has_the_next_tokens_and_direct_logits(bundled):
+    loaded, tokens, captured, reference = bundled("smollm2")
+    shown, parts, found = _shown(loaded, tokens, captured, reference, layer=3, head=4)
+    dla = direct_logit_attribution(loaded, reference, parts, shown.position)
+    chosen = found[4]
+    shown = replace(
+        shown,
+        top_before=tuple((t.label, t.log_prob) for t in chosen.top_before),
+        top_after=tuple((t.label, t.log_prob) for t in chosen.top_after),
+        direct=DirectParts(dla.heads, dla.bias, dla.rest, dla.constant, dla.logit, dla.token.label, dla.check),
+    )
+    archive = zipfile.ZipFile(io.BytesIO(contributions_zip(shown, "csv")))
+    _, rows, next_tokens = _csv(archive, "contributions_next_token")
+    assert rows[0] == f"before: {visible_label(chosen.top_before[0].label)}" and len(rows) == 10
+    np.testing.assert_array_equal(next_tokens[:, 0], [t.log_prob for t in (*chosen.top_before, *chosen.top_after)])
+    _, rows, logit_parts = _csv(archive, "contributions_direct_logits")
+    assert rows[-3:] == ["b_O", "rest", "constant"]
+    np.testing.assert_array_equal(logit_parts[:9, 0], dla.heads)
+    assert logit_parts.sum() == pytest.approx(dla.logit, abs=1e-3)
+    manifest = json.loads(archive.read("manifest.json"))
+    assert manifest["direct_logit_check"] == {
+        "token": dla.token.label,
+        "logit": dla.logit,
+        "reconstruction_diff": dla.check,
+    }

@@ -241,6 +241,16 @@ def _write_figures(
     return files
 
 
+def _images_to_draw(formats: tuple[str, ...], warnings: list[str]) -> list[str]:
+    """The image formats asked for, or none (with a warning saying what to install) without a browser."""
+    images = [fmt for fmt in formats if fmt in IMAGE_FORMATS]
+    message = start_image_server() if images else None
+    if message:
+        warnings.append(message)
+        return []
+    return images
+
+
 def _write_matrices(out: Path, matrices: dict) -> list[dict]:
     files = []
     for name, (matrix, rows, cols) in matrices.items():
@@ -287,13 +297,8 @@ def export_trace(
     if "csv" in chosen_formats:
         matrices.update(extra_matrices or {})
 
-    images = [fmt for fmt in chosen_formats if fmt in IMAGE_FORMATS]
     browser = find_browser()
-    if images:
-        message = start_image_server()
-        if message:
-            warnings.append(message)
-            images = []
+    images = _images_to_draw(chosen_formats, warnings)
     files = _write_figures(out, figures, images, "html" in chosen_formats, theme, scale, warnings)
     files += _write_matrices(out, matrices)
 
@@ -350,8 +355,45 @@ def export_zip(
             settings=settings,
             **extras,  # display, extra_figures, extra_matrices
         )
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-            for path in sorted(Path(folder).iterdir()):
-                archive.write(path, arcname=path.name)
-        return buffer.getvalue()
+        return _zip_folder(Path(folder))
+
+
+def _zip_folder(folder: Path) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path in sorted(folder.iterdir()):
+            archive.write(path, arcname=path.name)
+    return buffer.getvalue()
+
+
+def figures_zip(
+    figures: dict[str, go.Figure],
+    matrices: dict,
+    formats: str | Iterable[str] = FORMATS,
+    *,
+    theme: str = "slides",
+    manifest: dict | None = None,
+) -> bytes:
+    """A view's own figures and (matrix, row_labels, col_labels) tables zipped as ``export_zip`` does, with
+    ``manifest`` (settings, checks) in manifest.json: for a view a trace alone cannot draw (contributions)."""
+    chosen = parse_formats(formats)
+    warnings: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="attention-lens-") as folder:
+        out = Path(folder)
+        images = _images_to_draw(chosen, warnings)
+        files = _write_figures(out, figures, images, "html" in chosen, theme, 1.0, warnings)
+        files += _write_matrices(out, matrices if "csv" in chosen else {})
+        record = {
+            "created": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+            "formats": list(chosen),
+            "theme": theme,
+            **_jsonable(manifest or {}),
+            "figures": list(figures),
+            "matrices": list(matrices) if "csv" in chosen else [],
+            "files": files,
+            "browser": find_browser(),
+            "versions": versions(),
+            "warnings": warnings,
+        }
+        (out / "manifest.json").write_text(json.dumps(record, indent=2, ensure_ascii=False), encoding="utf-8")
+        return _zip_folder(out)

@@ -3,36 +3,45 @@ value-weighted contributions, each head's share of the block's output, the check
 the model's own attention output, switching a head off (ablation) and, for decoders, direct logit attribution.
 
 Every number comes from ``attention_core.contributions`` / ``attention_core.ablation`` and is kept once per
-input in the app's byte-bounded store; the layer × head ablation map is computed only on a click.
+input in the app's byte-bounded store; the layer × head ablation map is computed only on a click. The numbers
+shown are gathered in one ``viz.contributions_panels.ShownContributions``: each section draws its panel from
+it, and the slides zip at the end (built only when clicked) draws the same panels in the 'slides' theme.
+One function per section, in the order they appear: controls, sum check, grid, row, shares, ablation,
+direct logit attribution (decoders), map, export.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict, replace
+
+import numpy as np
 import streamlit as st
 
 from attention_core import ablation
 from attention_core.ablation import ABLATIONS
 from attention_core.contributions import SUM_CHECK_TOLERANCE, layer_contributions
 from attention_core.traces import ModelTrace
-from viz.contributions import (
-    CONTRIBUTION_MODE_LABELS,
-    CONTRIBUTION_MODES,
-    ablation_bars,
-    ablation_map_figure,
-    contribution_grid,
-    direct_logit_figure,
-    head_share_figure,
-    next_token_figure,
-    row_comparison,
+from viz.contributions import CONTRIBUTION_MODE_LABELS, CONTRIBUTION_MODES
+from viz.contributions_panels import (
+    DirectParts,
+    ShownContributions,
+    ablation_panel,
+    contributions_zip,
+    direct_logits_panel,
+    grid_panel,
+    head_shares_panel,
+    map_panel,
+    next_token_panel,
+    row_panel,
 )
-from viz.labels import plain_labels
+from viz.labels import escape_label, plain_labels, visible_label
 
 from .. import compute
 from ..policy import heavy
 from ..settings import Settings
 from ..sidebar import as_position
 from ..text import plain
-from .common import figure
+from .common import figure, image_export_problem
 
 ABLATION_LABELS = {"zero": "zero (o_h ← 0)", "mean": "mean (o_h ← its mean over the sentence)"}
 
@@ -121,13 +130,57 @@ def _unavailable(trace: ModelTrace, settings: Settings) -> str | None:
 
 def render(trace: ModelTrace, settings: Settings) -> None:
     st.subheader(f"Head contributions: layer {trace.layer}")
+    loaded = _model_or_why(trace, settings)
+    if loaded is None:
+        return
+    _intro()
+    cap = compute.capture(settings.model, settings.text, settings.max_tokens, settings.pad_to)
+    layer = min(max(trace.layer, 0), len(loaded.sites) - 1)
+    reference = _reference(settings, loaded, cap)
+    parts = _parts(settings, cap, reference, layer)
+    labels = list(cap.tokens.labels)
+    decoder = reference.decoder
+    mode, mode_off, position = _controls(plain_labels(labels), decoder)
+    _sum_check(parts)
+    shares = parts.contribution_shares()  # (H, L, S)
+    shown = ShownContributions(
+        tokens=labels,
+        layer=layer,
+        head=min(max(trace.head, 0), parts.num_heads - 1),
+        position=position,
+        mode=mode,
+        weights=parts.weights,
+        shares=shares,
+        head_shares=parts.head_shares(),  # (H, L)
+        decoder=decoder,
+        ablation=mode_off,
+        metric=ablation.metric_name(decoder),
+        mask=_grid_mask(trace, parts),
+        sum_check=_sum_check_numbers(parts),
+    )
+    _grid(shown, settings.theme)
+    _row(shown, settings.theme)
+    _shares(shown, settings.theme)
+    shown = _ablation(shown, settings, loaded, cap, reference)
+    if decoder:
+        shown = _direct_logit_attribution(shown, settings, loaded, reference, parts)
+    shown = _ablation_map(shown, settings, loaded, cap, reference, parts.num_heads)
+    _slides_button(shown, settings)
+
+
+def _model_or_why(trace: ModelTrace, settings: Settings):
+    """The loaded model, or None after saying why this view cannot take it apart."""
     why = _unavailable(trace, settings)
     loaded = None if why else compute.load_model(settings.model)
     if loaded is not None and not loaded.capturable:
         why = f"{plain(loaded.name, 80)}'s attention layout is not one Attention Lens can take apart by head."
     if why:
         st.info(why, icon=":material/info:")
-        return
+        return None
+    return loaded
+
+
+def _intro() -> None:
     st.markdown(
         "A weight α says where a query looks; what it takes is α times the key's value carried through the head's "
         "slice of the output projection. A head can look hard at a token whose value is nearly nothing (often "
@@ -137,15 +190,10 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         r"\mathrm{out}_i = \sum_h \sum_j \underbrace{\alpha^h_{ij}\, v_{g(h),j} W^O_h}_{c^h_{ij}} + b^O"
         r"\qquad \lVert c^h_{ij} \rVert = \alpha^h_{ij}\, \lVert v_{g(h),j} W^O_h \rVert"
     )
-    cap = compute.capture(settings.model, settings.text, settings.max_tokens, settings.pad_to)
-    layer = min(max(trace.layer, 0), len(loaded.sites) - 1)
-    reference = _reference(settings, loaded, cap)
-    parts = _parts(settings, cap, reference, layer)
-    labels = list(cap.tokens.labels)
-    plain_tokens = plain_labels(labels)
-    decoder = reference.decoder
-    head = min(max(trace.head, 0), parts.num_heads - 1)
 
+
+def _controls(plain_tokens: list[str], decoder: bool) -> tuple[str, str, int]:
+    """(what the grid shows, how a head is switched off, the position), side by side."""
     cols = st.columns([3, 2, 3])
     with cols[0]:
         mode = st.radio(
@@ -166,7 +214,19 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         )
     with cols[2]:
         position = _position(plain_tokens, decoder)
+    return mode, mode_off, position
 
+
+def _sum_check_numbers(parts) -> dict:
+    return {
+        "max_abs_diff": float(parts.sum_check_max_abs_diff),
+        "scaled_diff": float(parts.sum_check_scaled_diff),
+        "tolerance": SUM_CHECK_TOLERANCE,
+        "ok": bool(parts.sum_check_ok),
+    }
+
+
+def _sum_check(parts) -> None:
     ok = parts.sum_check_ok
     st.metric(
         "Σ heads + b^O vs the model's own attention output",
@@ -178,112 +238,86 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         "here): a float32 sum is only as exact as the terms it adds (SmolLM2's reach 180).",
     )
 
-    mask = None if trace.model is None else getattr(trace.model, "mask", None)
-    if mask is not None and getattr(mask, "shape", None) != parts.weights.shape[1:]:
-        mask = None
-    shares = parts.contribution_shares()  # (H, L, S)
-    figure(
-        contribution_grid(
-            parts.weights, shares, labels, mode=mode, layer=layer, selected=head, mask=mask, theme=settings.theme
-        ),
-        "contributions_grid",
-        (parts.weights[head] if mode == "weights" else shares[head], plain_tokens, plain_tokens),
-    )
-    figure(
-        row_comparison(
-            parts.weights[head, position],
-            shares[head, position],
-            labels,
-            query_index=position,
-            head=head,
-            layer=layer,
-            theme=settings.theme,
-        ),
-        "contributions_row",
-        (
-            [[float(w), float(c)] for w, c in zip(parts.weights[head, position], shares[head, position], strict=True)],
-            plain_tokens,
-            ["weight", "contribution_share"],
-        ),
-    )
-    head_shares = parts.head_shares()  # (H, L)
-    figure(
-        head_share_figure(head_shares, labels, layer=layer, selected=head, theme=settings.theme),
-        "contributions_head_shares",
-        (head_shares, [f"head {h}" for h in range(parts.num_heads)], plain_tokens),
-    )
 
+def _grid_mask(trace: ModelTrace, parts):
+    """The trace's mask, outlined in the grid when it fits this layer's weights (else None)."""
+    mask = None if trace.model is None else getattr(trace.model, "mask", None)
+    return mask if mask is not None and getattr(mask, "shape", None) == parts.weights.shape[1:] else None
+
+
+def _place(name: str, draw, shown: ShownContributions, theme: str) -> None:
+    fig, table = draw(shown, theme)
+    figure(fig, name, table)
+
+
+def _grid(shown: ShownContributions, theme: str) -> None:
+    _place("contributions_grid", grid_panel, shown, theme)
+
+
+def _row(shown: ShownContributions, theme: str) -> None:
+    _place("contributions_row", row_panel, shown, theme)
+
+
+def _shares(shown: ShownContributions, theme: str) -> None:
+    _place("contributions_head_shares", head_shares_panel, shown, theme)
+
+
+def _ablation(shown: ShownContributions, settings: Settings, loaded, cap, reference) -> ShownContributions:
+    """Switching each head of the layer off: the bars and, for a decoder, the selected head's next tokens."""
     st.markdown("##### Switching a head off")
     st.caption(
         "A hook on the output projection edits one head's slice of its input, and the real model runs again "
         "(the whole forward pass: the layers below see exactly what they saw before). "
         + (
             "Effect: the change in log-probability of the token the model ranked first at this position."
-            if decoder
+            if shown.decoder
             else "Effect: 1 − cosine between the sentence embeddings (mean of the last hidden states) before and after."
         )
     )
-    found = _layer_ablation(settings, loaded, cap, reference, layer, mode_off, position)
-    effects = [a.effect for a in found]
-    figure(
-        ablation_bars(
-            effects, metric=ablation.metric_name(decoder), layer=layer, decoder=decoder, theme=settings.theme
-        ),
-        "contributions_ablation_layer",
-        ([[e] for e in effects], [f"head {h}" for h in range(len(effects))], ["effect"]),
+    found = _layer_ablation(settings, loaded, cap, reference, shown.layer, shown.ablation, shown.position)
+    shown = replace(shown, effects=np.array([a.effect for a in found], dtype=np.float64))
+    _place("contributions_ablation_layer", ablation_panel, shown, settings.theme)
+    chosen = found[shown.head]
+    if not shown.decoder:
+        st.caption(
+            f"Head {shown.head} switched off ({shown.ablation}): cosine between the sentence embeddings before and "
+            f"after {chosen.cosine:.6f}."
+        )
+        return shown
+    shown = replace(
+        shown,
+        top_before=tuple((t.label, t.log_prob) for t in chosen.top_before),
+        top_after=tuple((t.label, t.log_prob) for t in chosen.top_after),
+        next_title=f"position {shown.position}: next token before and after switching off head {shown.head} "
+        f"({shown.ablation}); Δ log p('{escape_label(visible_label(chosen.target.label, 20))}') = {chosen.effect:+.3f}",
     )
-    chosen = found[head]
-    if decoder:
-        before = [(t.label, t.log_prob) for t in chosen.top_before]
-        after = [(t.label, t.log_prob) for t in chosen.top_after]
-        title = (
-            f"position {position}: next token before and after switching off head {head} ({mode_off}); "
-            f"Δ log p('{plain(chosen.target.label, 20)}') = {chosen.effect:+.3f}"
-        )
-        figure(
-            next_token_figure(before, after, title=title, theme=settings.theme),
-            "contributions_next_token",
-            (
-                [[lp] for _, lp in before] + [[lp] for _, lp in after],
-                [f"before: {plain(t, 40)}" for t, _ in before] + [f"after: {plain(t, 40)}" for t, _ in after],
-                ["log_prob"],
-            ),
-        )
-        dla = _direct_logits(settings, loaded, reference, parts, position)
-        figure(
-            direct_logit_figure(
-                dla.heads,
-                bias=dla.bias,
-                rest=dla.rest,
-                constant=dla.constant,
-                logit=dla.logit,
-                token=dla.token.label,
-                layer=layer,
-                position=position,
-                theme=settings.theme,
-            ),
-            "contributions_direct_logits",
-            (
-                [[float(v)] for v in dla.heads] + [[dla.bias], [dla.rest], [dla.constant]],
-                [f"head {h}" for h in range(len(dla.heads))] + ["b_O", "rest", "constant"],
-                ["logit_part"],
-            ),
-        )
-        st.caption(
-            "Direct logit attribution: each head's output at this position through the final norm (its scale held "
-            f"at its value on the whole residual stream) and the unembedding row of '{plain(dla.token.label, 20)}'. "
-            f"Only the direct path: what later layers make of a head is in the ablation, not here. The parts sum to "
-            f"the model's logit {dla.logit:.3f} to within {dla.check:.1e}."
-        )
-    else:
-        st.caption(
-            f"Head {head} switched off ({mode_off}): cosine between the sentence embeddings before and after "
-            f"{chosen.cosine:.6f}."
-        )
+    _place("contributions_next_token", next_token_panel, shown, settings.theme)
+    return shown
 
+
+def _direct_logit_attribution(
+    shown: ShownContributions, settings: Settings, loaded, reference, parts
+) -> ShownContributions:
+    dla = _direct_logits(settings, loaded, reference, parts, shown.position)
+    direct = DirectParts(dla.heads, dla.bias, dla.rest, dla.constant, dla.logit, dla.token.label, dla.check)
+    shown = replace(shown, direct=direct)
+    _place("contributions_direct_logits", direct_logits_panel, shown, settings.theme)
+    st.caption(
+        "Direct logit attribution: each head's output at this position through the final norm (its scale held "
+        f"at its value on the whole residual stream) and the unembedding row of '{plain(dla.token.label, 20)}'. "
+        f"Only the direct path: what later layers make of a head is in the ablation, not here. The parts sum to "
+        f"the model's logit {dla.logit:.3f} to within {dla.check:.1e}."
+    )
+    return shown
+
+
+def _ablation_map(
+    shown: ShownContributions, settings: Settings, loaded, cap, reference, num_heads: int
+) -> ShownContributions:
+    """The layer × head map: computed on a click, then kept (and shown) for this input, mode and position."""
     st.markdown("##### Every layer, every head")
-    runs = f"{len(loaded.sites)} batched forward passes of {parts.num_heads} rows"
-    map_key = _map_key(settings, mode_off, position)
+    runs = f"{len(loaded.sites)} batched forward passes of {num_heads} rows"
+    map_key = _map_key(settings, shown.ablation, shown.position)
     if st.button(f"Compute the layer × head ablation map ({runs})", key="contrib_map_go"):
         bar = st.progress(0.0, text="Switching off each head in turn")
 
@@ -293,7 +327,12 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         def run():
             with heavy():
                 return ablation.ablation_map(
-                    loaded, cap.tokens, mode=mode_off, position=position, reference=reference, progress=progress
+                    loaded,
+                    cap.tokens,
+                    mode=shown.ablation,
+                    position=shown.position,
+                    reference=reference,
+                    progress=progress,
                 )
 
         compute.store().get(map_key, run, lambda found: int(found.effects.nbytes))
@@ -301,19 +340,34 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     found_map = compute.store().peek(map_key)
     if found_map is None:
         st.caption(f"Computed on a click: {runs}, one per layer (a few seconds for MiniLM, longer for SmolLM2).")
-        return
-    figure(
-        ablation_map_figure(
-            found_map.effects,
-            metric=found_map.metric,
-            decoder=found_map.decoder,
-            selected=(layer, head),
-            theme=settings.theme,
-        ),
-        "contributions_ablation_map",
-        (
-            found_map.effects,
-            [f"layer {i}" for i in range(found_map.effects.shape[0])],
-            [f"head {h}" for h in range(found_map.effects.shape[1])],
-        ),
+        return shown
+    shown = replace(shown, ablation_map=found_map.effects)
+    _place("contributions_ablation_map", map_panel, shown, settings.theme)
+    return shown
+
+
+def _slides_button(shown: ShownContributions, settings: Settings) -> None:
+    """Every figure above in the 'slides' theme, its numbers as CSV and a manifest, zipped on a click."""
+    st.divider()
+    view_only = {
+        "head": shown.head,
+        "query": shown.position,
+        "contribution_mode": shown.mode,
+        "ablation": shown.ablation,
+    }
+
+    def make() -> bytes:  # deferred: built only when clicked (about half a second per image)
+        formats = "html,csv" if image_export_problem() else "png,svg,html,csv"
+        return contributions_zip(shown, formats, settings={**asdict(settings.request()), **view_only})
+
+    st.download_button(
+        "⬇ Export this view for slides (PNG, SVG, HTML, CSV as a zip)",
+        make,
+        file_name=f"attention-lens-contributions-L{shown.layer}H{shown.head}.zip",
+        mime="application/zip",
+        key="export_zip",
+        on_click="ignore",
+        help="Every figure of this view in the white 'slides' theme, its numbers as CSV, and a manifest of the "
+        "settings and the sum check."
+        + (" No Chromium on the server: the zip holds HTML and CSV only." if image_export_problem() else ""),
     )
