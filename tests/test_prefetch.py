@@ -29,6 +29,7 @@ def _job(head):
 
 def test_schedule_builds_the_neighbours_once_the_server_is_idle(monkeypatch):
     monkeypatch.setattr(prefetch, "NEIGHBOURS", 2)
+    prefetch._noted.calls = []  # nothing noted by earlier tests on this thread
     store = Store(2**20)
     with prefetch.running():  # a run in progress: nothing may be built yet
         prefetch.note(store, _job, lambda value: 8, 5, 12)
@@ -45,6 +46,7 @@ def test_schedule_builds_the_neighbours_once_the_server_is_idle(monkeypatch):
 
 def test_a_failing_build_is_skipped(monkeypatch):
     monkeypatch.setattr(prefetch, "NEIGHBOURS", 1)
+    prefetch._noted.calls = []
     store = Store(2**20)
 
     def job(head):
