@@ -9,7 +9,8 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from attention_core.pairs import PAIRS, align_tokens, find_token, most_changed_query, pair_rows
-from viz.pairs import pair_figure
+from tests.export_zips import export_buttons, open_zip, read_csv, read_manifest
+from viz.pairs import pair_figure, pairs_zip
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -61,6 +62,37 @@ def test_figure_shapes():
     assert all("<b>" not in str(t) for t in fig.layout.xaxis2.ticktext)  # token text is escaped
 
 
+def test_slides_zip_holds_the_figure_the_table_and_the_changed_mass():
+    rng = np.random.default_rng(0)
+    first, second = ["a", "it", "big", "."], ["a", "it", "very", "small", "."]
+    w1, w2 = rng.random((4, 4)), rng.random((5, 5))
+    rows = pair_rows(first, w1, second, w2, 1)
+    texts = ("a it big.", "a it very small.")
+    data = pairs_zip(rows, "html,csv", texts=texts, query_label="it", layer=2, head=3, settings={"model": "minilm"})
+    archive = open_zip(data)
+    assert set(archive.namelist()) == {"pairs.html", "pairs.csv", "plotly.min.js", "manifest.json"}
+    cols, labels, numbers = read_csv(archive, "pairs")
+    assert cols == ["first text", "second text", "second - first"] and labels == list(rows.labels)
+    shown = pair_figure(rows, query_label="it", names=("first text", "second text"))  # the bars on screen
+    for column, trace in enumerate(shown.data):
+        np.testing.assert_array_equal(numbers[:, column], np.asarray(trace.y, dtype=float))  # NaN where unshared
+    np.testing.assert_array_equal(numbers[:, 0], [w1[1, 0], w1[1, 1], w1[1, 2], np.nan, np.nan, w1[1, 3]])
+    manifest = read_manifest(archive)
+    assert manifest["views"] == ["pairs"] and manifest["texts"] == {"first": texts[0], "second": texts[1]}
+    assert (manifest["layer"], manifest["head"], manifest["query"], manifest["query_second"]) == (2, 3, 1, 1)
+    assert manifest["query_token"] == "it" and manifest["settings"] == {"model": "minilm"}
+    assert manifest["changed_mass"] == rows.changed_mass
+    j = rows.largest_change()
+    assert manifest["largest_change"] == {"key": rows.labels[j], "first": rows.first[j], "second": rows.second[j]}
+    assert manifest["figures"] == manifest["matrices"] == ["pairs"] and manifest["theme"] == "slides"
+    assert manifest["versions"]["numpy"] == np.__version__ and not manifest["warnings"]
+    assert '"size":26' in archive.read("pairs.html").decode("utf-8")  # the slides theme's titles
+    unshared = pair_rows(first, w1, second, w2, 2)  # "big" is not in the second text: no largest change
+    archive = open_zip(pairs_zip(unshared, "csv", texts=texts, query_label="big", layer=0, head=0))
+    assert set(archive.namelist()) == {"pairs.csv", "manifest.json"}
+    assert read_manifest(archive)["largest_change"] is None and read_manifest(archive)["query_second"] is None
+
+
 def test_at_least_five_classic_pairs():
     assert len(PAIRS) >= 5 and all(len(p) == 4 and p[0] != p[1] for p in PAIRS.values())
     for first, _, _, focus in PAIRS.values():
@@ -80,6 +112,7 @@ def test_view_picks_a_pair_and_keeps_both_texts_in_the_link():
     chosen = at.selectbox(key="query")
     assert chosen.options[chosen.index].endswith(": it")  # a classic pair starts at its key word
     assert any("Attention that moved" in c.value for c in at.caption)
+    assert len(export_buttons(at)) == 1  # the view's zip, built on a click (tested above without Streamlit)
     at.text_area(key="pair_text").set_value("")
     at.run()
     assert not at.error and any("Type a second text" in i.value for i in at.info)

@@ -13,7 +13,8 @@ from attention_core.multihead import init_weights, multi_head_self_attention
 from attention_core.positional import alibi_bias
 from attention_core.tiled import walk_head
 from attention_core.traces import HeadTrace
-from viz.tiled import tile_states, tiled_figure
+from tests.export_zips import export_buttons, open_zip, read_csv, read_manifest
+from viz.tiled import tile_states, tiled_cost_figure, tiled_figure, tiled_zip
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -86,11 +87,10 @@ def test_the_pitfalls_cost_tab_steps_through_this_head():
     assert not at.exception and not at.error
     assert any("Max |tiled − full core|" in c.value for c in at.caption)
     assert any("Measured on this server" in c.value for c in at.caption)
+    assert len(export_buttons(at)) == 1  # the section's zip (the encoder has no KV-cache step-through)
 
 
 def test_cost_figure_and_smallest_rescale():
-    from viz.tiled import tiled_cost_figure
-
     walk = walk_head(head_trace(n=12, causal=False), 4)
     for step in range(len(walk.rows)):
         row = walk.rescale[step]
@@ -99,3 +99,39 @@ def test_cost_figure_and_smallest_rescale():
     assert [t.name for t in fig.data] == ["full core (n × n)", "tiled"] * 2
     with pytest.raises(ValueError, match="one value per n"):
         tiled_cost_figure([64, 128], [1e3], [4e3, 16e3], [1e-3, 2e-3], [1e-3, 4e-3])
+
+
+def test_slides_zip_holds_both_figures_their_numbers_and_the_check():
+    walk = walk_head(head_trace(n=12, causal=False), 4)
+    cost = ([64, 128], [1e3, 2e3], [4e3, 16e3], [1e-3, 2e-3], [1e-3, 4e-3])
+    data = tiled_zip(walk, 2, "html,csv", length=12, keys=12, cost=cost, layer=1, head=0, settings={"seed": 0})
+    archive = open_zip(data)
+    tables = ["tiled_tiles", "tiled_running", "tiled_distance", "tiled_cost"]
+    figures = ["tiled", "tiled_cost"]
+    expected = {f"{t}.csv" for t in tables} | {f"{f}.html" for f in figures} | {"plotly.min.js", "manifest.json"}
+    assert set(archive.namelist()) == expected
+    shown = tiled_figure(walk, 2, length=12, keys=12)  # the step on screen
+    cols, rows, tiles = read_csv(archive, "tiled_tiles")
+    assert rows == [f"query block {i}" for i in range(3)] and cols == [f"key block {j}" for j in range(3)]
+    np.testing.assert_array_equal(tiles, shown.data[0].z)
+    np.testing.assert_array_equal(tiles, tile_states(walk, 2, 12, 12))
+    cols, rows, running = read_csv(archive, "tiled_running")
+    assert cols == ["m after this step", "l after this step", "m at the end", "l at the end"] and len(rows) == 12
+    m_end, m_step, l_end, l_step = (np.asarray(t.y, dtype=float) for t in shown.data[1:5])  # end, then this step
+    np.testing.assert_array_equal(running, np.stack([m_step, l_step, m_end, l_end], axis=1))  # NaN: not reached
+    _, rows, distance = read_csv(archive, "tiled_distance")
+    assert rows == [f"step {t}" for t in range(1, 10)]
+    np.testing.assert_array_equal(distance[:, 0], shown.data[5].y)
+    _, rows, measured = read_csv(archive, "tiled_cost")
+    assert rows == ["n = 64", "n = 128"]
+    np.testing.assert_array_equal(measured, np.array(cost[1:]).T)
+    on_screen = tiled_cost_figure(*cost)
+    np.testing.assert_array_equal(measured[:, 0], on_screen.data[1].y)  # tiled bytes
+    manifest = read_manifest(archive)
+    assert manifest["views"] == ["pitfalls"] and manifest["section"] == "tiled"
+    assert (manifest["layer"], manifest["head"], manifest["length"], manifest["keys"]) == (1, 0, 12, 12)
+    assert (manifest["tiled_block"], manifest["tiled_step"], manifest["steps"]) == (4, 3, 9)
+    assert manifest["max_abs_diff_vs_full"] == walk.max_abs_diff < 1e-6
+    assert manifest["smallest_rescale"] == walk.smallest_rescale(2) and manifest["settings"] == {"seed": 0}
+    assert manifest["figures"] == figures and manifest["matrices"] == tables and not manifest["warnings"]
+    assert manifest["theme"] == "slides" and manifest["versions"]["numpy"] == np.__version__

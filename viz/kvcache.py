@@ -1,16 +1,20 @@
 """KV-cache decoding stepped through: the new token's row over the cached keys, and the cache as t grows.
 
 Reads a ``KVCacheRun`` by attribute (steps, prompt_labels, num_heads, num_kv_heads): viz never imports
-attention_core at run time.
+attention_core at run time. ``kv_cache_zip`` is the section's slides zip: the figure in the 'slides' theme
+with its numbers as CSV and the step's checks in a manifest, through ``viz.export``.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .labels import escape_label, tick_labels, visible_label
+from .export import FORMATS, figures_zip
+from .labels import escape_label, plain_labels, tick_labels, visible_label
 from .theme import LINE_COLOURS, apply_theme
 
 
@@ -87,3 +91,75 @@ def kv_cache_figure(run, step: int, layer: int, head: int, *, theme: str = "scre
         height=460,
     )
     return apply_theme(fig, theme)
+
+
+GROWTH_COLUMNS = (
+    "cached positions t",
+    "cache bytes",
+    "cache bytes one kv per head",
+    "max diff cached",
+    "max diff full",
+)
+
+
+def kv_cache_tables(run, step: int, layer: int, head: int) -> dict:
+    """The figure's numbers as (matrix, row labels, column labels): the fed token's weights over the cached
+    keys at ``step`` (0-based; layer, head), and per step the cache size and the core's max differences."""
+    weights = np.asarray(run.steps[step].weights[layer, head])[:, None]  # (t, 1)
+    growth = [[s.keys, s.cache_bytes, s.cache_bytes_one_kv_per_head, s.diff_cached, s.diff_full] for s in run.steps]
+    return {
+        "kv_cache_row": (weights, plain_labels(cached_labels(run, step)), ["weight"]),
+        "kv_cache_growth": (
+            np.array(growth, dtype=float),
+            [f"step {s.step}: {visible_label(s.fed_text)}" for s in run.steps],
+            list(GROWTH_COLUMNS),
+        ),
+    }
+
+
+def _number(value: float) -> float | None:
+    return None if math.isnan(value) else float(value)  # JSON has no NaN: "not measured" is null
+
+
+def kv_cache_zip(
+    run,
+    step: int,
+    layer: int,
+    head: int,
+    formats: str = ",".join(FORMATS),
+    *,
+    kv_steps: int,
+    settings: dict | None = None,
+    theme: str = "slides",
+) -> bytes:
+    """``kv_cache_figure`` at ``step`` (0-based; drawn in ``theme``) with ``kv_cache_tables`` as CSV, zipped with
+    a manifest.json of the steps asked for, the step shown, the generated text and the max differences of the
+    core against the model at this step and over the run (``viz.export.figures_zip``)."""
+    current = run.steps[step]
+    manifest = {
+        "views": ["pitfalls"],
+        "section": "kvcache",
+        "model": run.model,
+        "layer": layer,
+        "head": head,
+        "kv_steps": kv_steps,
+        "kv_step": step + 1,
+        "steps": len(run.steps),
+        "prompt_tokens": list(run.prompt_labels),
+        "generated": run.new_text,
+        "settings": settings or {},
+        "max_diff": {
+            "step_cached": _number(current.diff_cached),
+            "step_full": _number(current.diff_full),
+            "run_cached": _number(run.worst("cached")),
+            "run_full": _number(run.worst("full")),
+            "run_cache_object": _number(run.worst("cache_object")),
+        },
+        "tokens_match_generate": run.tokens_match_generate,
+        "cache_bytes": current.cache_bytes,
+        "gqa_saving": run.gqa_saving,
+    }
+    fig = kv_cache_figure(run, step, layer, head, theme=theme)
+    return figures_zip(
+        {"kv_cache": fig}, kv_cache_tables(run, step, layer, head), formats, theme=theme, manifest=manifest
+    )

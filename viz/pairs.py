@@ -1,7 +1,8 @@
 """Minimal pairs: one token's attention row in two texts, aligned by token, and the difference.
 
-Reads a ``PairRows`` by attribute (labels, first, second, difference): viz never imports
-attention_core at run time.
+Reads a ``PairRows`` by attribute (labels, first, second, difference, changed_mass, query_first,
+query_second; ``table()`` for the CSV): viz never imports attention_core at run time. ``pairs_zip`` is
+the view's slides zip: the same figure in the 'slides' theme and the same table, through ``viz.export``.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .export import FORMATS, figures_zip
 from .labels import escape_label, tick_labels, visible_label
 from .theme import LINE_COLOURS, apply_theme
 
@@ -69,3 +71,36 @@ def pair_figure(rows, *, query_label: str, names: tuple[str, str] = ("text 1", "
         height=560,
     )
     return apply_theme(fig, theme)
+
+
+def pairs_zip(
+    rows,
+    formats: str = ",".join(FORMATS),
+    *,
+    texts: tuple[str, str],
+    query_label: str,
+    layer: int,
+    head: int,
+    names: tuple[str, str] = ("first text", "second text"),
+    settings: dict | None = None,
+    theme: str = "slides",
+) -> bytes:
+    """``pair_figure`` (drawn in ``theme``) and ``rows.table()`` as ``pairs.csv``, zipped with a manifest.json
+    of both texts, the query, the changed mass and the largest change on a shared key (``viz.export.figures_zip``)."""
+    largest = rows.largest_change()
+    manifest = {
+        "views": ["pairs"],
+        "texts": {"first": texts[0], "second": texts[1]},
+        "layer": layer,
+        "head": head,
+        "query": rows.query_first,
+        "query_token": query_label,
+        "query_second": rows.query_second,
+        "settings": settings or {},
+        "changed_mass": rows.changed_mass,
+        "largest_change": None
+        if largest is None
+        else {"key": rows.labels[largest], "first": rows.first[largest], "second": rows.second[largest]},
+    }
+    fig = pair_figure(rows, query_label=query_label, names=names, theme=theme)
+    return figures_zip({"pairs": fig}, {"pairs": rows.table()}, formats, theme=theme, manifest=manifest)

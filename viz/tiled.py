@@ -1,7 +1,8 @@
 """Tiled (flash) attention stepped through: which tile is loaded, the running max and sum, convergence.
 
 Reads a ``TiledWalk`` by attribute (rows, keys, running_max, running_sum, rescale, distance, block):
-any object of that shape works, so viz never imports attention_core at run time.
+any object of that shape works, so viz never imports attention_core at run time. ``tiled_zip`` is the
+section's slides zip: both figures in the 'slides' theme with their numbers as CSV, through ``viz.export``.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from .export import FORMATS, figures_zip
 from .theme import LINE_COLOURS, MASK_COLOUR, apply_theme
 
 TILE_STATES = ("not yet", "done", "this step", "never (all blocked)")
@@ -188,3 +190,76 @@ def tiled_cost_figure(ns, tiled_bytes, full_bytes, tiled_seconds, full_seconds, 
         legend=dict(orientation="h", y=-0.25, x=1, xanchor="right"),
     )
     return apply_theme(fig, theme)
+
+
+def tiled_tables(walk, step: int, *, length: int, keys: int, cost) -> dict:
+    """The numbers of both figures as (matrix, row labels, column labels): the tile states after ``step``
+    (0 not yet, 1 done, 2 this step, 3 never), m and l per query row after the step and at the end, the
+    distance after each step, and the measured ``cost`` = (ns, tiled bytes, full bytes, tiled s, full s)."""
+    states = tile_states(walk, step, length, keys)
+    running = np.stack(
+        [walk.running_max[step], walk.running_sum[step], walk.running_max[-1], walk.running_sum[-1]], axis=1
+    )  # (L, 4)
+    ns, *series = (np.asarray(x, dtype=float) for x in cost)
+    return {
+        "tiled_tiles": (
+            states,
+            [f"query block {i}" for i in range(states.shape[0])],
+            [f"key block {j}" for j in range(states.shape[1])],
+        ),
+        "tiled_running": (
+            running,
+            [f"query {i}" for i in range(length)],
+            ["m after this step", "l after this step", "m at the end", "l at the end"],
+        ),
+        "tiled_distance": (
+            np.asarray(walk.distance, dtype=float)[:, None],
+            [f"step {t + 1}" for t in range(len(walk.rows))],
+            ["max |partial - final|"],
+        ),
+        "tiled_cost": (
+            np.stack(series, axis=1),
+            [f"n = {int(n)}" for n in ns],
+            ["peak bytes tiled", "peak bytes full", "seconds tiled", "seconds full"],
+        ),
+    }
+
+
+def tiled_zip(
+    walk,
+    step: int,
+    formats: str = ",".join(FORMATS),
+    *,
+    length: int,
+    keys: int,
+    cost,
+    layer: int,
+    head: int,
+    settings: dict | None = None,
+    theme: str = "slides",
+) -> bytes:
+    """``tiled_figure`` at ``step`` (0-based) and ``tiled_cost_figure`` of ``cost`` (drawn in ``theme``) with
+    ``tiled_tables`` as CSV, zipped with a manifest.json of the tile size, the step and the final
+    max |tiled − full core| (``viz.export.figures_zip``)."""
+    figures = {
+        "tiled": tiled_figure(walk, step, length=length, keys=keys, theme=theme),
+        "tiled_cost": tiled_cost_figure(*cost, theme=theme),
+    }
+    manifest = {
+        "views": ["pitfalls"],
+        "section": "tiled",
+        "layer": layer,
+        "head": head,
+        "tiled_block": walk.block,
+        "tiled_step": step + 1,
+        "steps": len(walk.rows),
+        "length": length,
+        "keys": keys,
+        "settings": settings or {},
+        "max_abs_diff_vs_full": walk.max_abs_diff,
+        "peak_tile_cells": walk.peak_tile_cells,
+        "full_matrix_cells": length * keys,
+        "smallest_rescale": walk.smallest_rescale(step),
+    }
+    tables = tiled_tables(walk, step, length=length, keys=keys, cost=cost)
+    return figures_zip(figures, tables, formats, theme=theme, manifest=manifest)

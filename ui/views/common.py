@@ -6,6 +6,8 @@ the numbers are made only when their button is clicked (deferred), so reruns sta
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
@@ -26,6 +28,24 @@ def image_export_problem() -> str | None:
     """Why SVG/PNG cannot be made on this server now (no browser), else None. Checked on every run,
     so installing Chromium (or setting BROWSER_PATH) takes effect without a restart."""
     return NO_BROWSER if viz_export.find_browser() is None else None
+
+
+def zip_button(build: Callable[[str], bytes], *, what: str, file_name: str, key: str, help: str) -> None:
+    """A "⬇ Export this <what> for slides" zip, built by ``build(formats)`` only when clicked (about half a
+    second per image): PNG and SVG only where a browser exists, else HTML and CSV (said in the help)."""
+
+    def make() -> bytes:
+        return build("html,csv" if image_export_problem() else "png,svg,html,csv")
+
+    st.download_button(
+        f"⬇ Export this {what} for slides (PNG, SVG, HTML, CSV as a zip)",
+        make,
+        file_name=file_name,
+        mime="application/zip",
+        key=key,
+        on_click="ignore",
+        help=help + (" No Chromium on the server: the zip holds HTML and CSV only." if image_export_problem() else ""),
+    )
 
 
 def new_page() -> None:

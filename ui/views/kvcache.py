@@ -1,16 +1,19 @@
-"""Pitfalls lab, O(n²) cost: the key/value cache, decoding one token at a time (decoder models)."""
+"""Pitfalls lab, O(n²) cost: the key/value cache, decoding one token at a time (decoder models), with the
+section's slides zip (the figure, its numbers, the steps and the checks) built on a click."""
 
 from __future__ import annotations
+
+from dataclasses import asdict
 
 import streamlit as st
 
 from attention_core.traces import ModelTrace
-from viz.kvcache import kv_cache_figure
+from viz.kvcache import kv_cache_figure, kv_cache_zip
 
 from .. import compute
 from ..settings import UI_RANGES, Settings
 from ..text import plain
-from .common import figure
+from .common import figure, zip_button
 
 
 def render(trace: ModelTrace, settings: Settings) -> None:
@@ -63,4 +66,29 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         f"pass {current.diff_full:.1e} (float32: the model's own cached and full passes round apart by up to about "
         f"1e-5; `python -m attention_core kvcache` also checks on a float64 copy); tokens equal to transformers' "
         f"generate: {run.tokens_match_generate}."
+    )
+    _slides_button(run, step - 1, steps, trace, settings)
+
+
+def _slides_button(run, step: int, steps: int, trace: ModelTrace, settings: Settings) -> None:
+    """The step's figure in the 'slides' theme, its numbers as CSV and a manifest of the checks, on a click."""
+
+    def build(formats: str) -> bytes:
+        return kv_cache_zip(
+            run,
+            step,
+            trace.layer,
+            trace.head,
+            formats,
+            kv_steps=steps,
+            settings={**asdict(settings.request()), "head": trace.head},
+        )
+
+    zip_button(
+        build,
+        what="section",
+        file_name=f"attention-lens-kvcache-L{trace.layer}H{trace.head}-s{step + 1}.zip",
+        key="export_zip_kvcache",
+        help="The KV-cache step in the white 'slides' theme, the row and the cache growth as CSV, and a manifest "
+        "of the steps and the max |core − model| differences.",
     )

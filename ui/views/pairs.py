@@ -1,9 +1,9 @@
 """View: minimal pairs. The sidebar's text and a second text through the same model, layer, head and
-settings; one token's attention row in both, aligned by token, and the difference."""
+settings; one token's attention row in both, aligned by token, and the difference; the slides zip at the end."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import asdict, replace
 
 import streamlit as st
 
@@ -11,13 +11,13 @@ from attention_core.pairs import PAIRS, find_token, most_changed_query, pair_row
 from attention_core.request import MAX_TEXT_CHARS
 from attention_core.traces import ModelTrace
 from viz.labels import plain_labels
-from viz.pairs import pair_figure
+from viz.pairs import pair_figure, pairs_zip
 
 from .. import compute
 from ..settings import Settings
 from ..sidebar import as_position
 from ..text import plain
-from .common import figure
+from .common import figure, zip_button
 
 KEEP = "(keep the texts below)"
 
@@ -100,3 +100,31 @@ def render(trace: ModelTrace, settings: Settings) -> None:
             f"{rows.first[j]:.3f} → {rows.second[j]:.3f}. Weights of the own core with these settings (the "
             "model's own when nothing departs from it)."
         )
+    _slides_button(rows, trace, settings, second)
+
+
+def _slides_button(rows, trace: ModelTrace, settings: Settings, second: str) -> None:
+    """The figure in the 'slides' theme, its table as CSV and a manifest (both texts, query, changed mass)."""
+    st.divider()
+    query_label = trace.tokens[rows.query_first]
+
+    def build(formats: str) -> bytes:
+        return pairs_zip(
+            rows,
+            formats,
+            texts=(settings.text, second),
+            query_label=query_label,
+            layer=trace.layer,
+            head=trace.head,
+            names=("first text", "second text"),
+            settings={**asdict(settings.request()), "head": trace.head, "query": rows.query_first},
+        )
+
+    zip_button(
+        build,
+        what="view",
+        file_name=f"attention-lens-pairs-L{trace.layer}H{trace.head}-q{rows.query_first}.zip",
+        key="export_zip_pairs",
+        help="The pair figure in the white 'slides' theme, both rows and their difference as CSV, and a manifest "
+        "of both texts, the query and the attention that moved.",
+    )

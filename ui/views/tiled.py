@@ -1,19 +1,22 @@
-"""Pitfalls lab, O(n²) cost: the modern answer, tiled (flash) attention, stepped through on this head."""
+"""Pitfalls lab, O(n²) cost: the modern answer, tiled (flash) attention, stepped through on this head, with
+the section's slides zip (both figures, their numbers, the tile size, step and check) built on a click."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import asdict
 
 import streamlit as st
 
 from attention_core.traces import ModelTrace
-from viz.tiled import tiled_cost_figure, tiled_figure
+from viz.tiled import tiled_cost_figure, tiled_figure, tiled_zip
 
 from .. import compute
 from ..settings import TILED_BLOCKS, UI_RANGES, Settings
-from .common import figure
+from .common import figure, zip_button
 
 MAX_STEPS = UI_RANGES["tiled_step"][1]  # tiles a stepped walk may have (each is recorded for the slider)
+COST_SERIES = ("peak_bytes_tiled", "peak_bytes_full", "seconds_tiled", "seconds_full")  # tiled_cost_figure's order
 MEASURE_BLOCK = 64  # the measured curves use 64 x 64 tiles whatever the stepped tile (a Python loop per tile)
 
 
@@ -65,17 +68,8 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     )
     ns = tuple(x for x in (64, 128, 256, 512, 1024) if x <= max(1024, n))
     curve = [compute.tiled_memory(x, MEASURE_BLOCK, trace.core.q.shape[-1]) for x in ns]
-    figure(
-        tiled_cost_figure(
-            ns,
-            [c.peak_bytes_tiled for c in curve],
-            [c.peak_bytes_full for c in curve],
-            [c.seconds_tiled for c in curve],
-            [c.seconds_full for c in curve],
-            theme=settings.theme,
-        ),
-        "tiled_cost",
-    )
+    cost = (ns, *([getattr(c, name) for c in curve] for name in COST_SERIES))
+    figure(tiled_cost_figure(*cost, theme=settings.theme), "tiled_cost")
     measured = compute.tiled_memory(n, MEASURE_BLOCK, trace.core.q.shape[-1])
     st.caption(
         f"Measured on this server with 64×64 tiles at n = {n} ({trace.core.num_heads} heads' worth is this × {trace.core.num_heads}, "
@@ -83,4 +77,32 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         f"{measured.peak_bytes_tiled / 2**10:,.0f} KiB vs the full core {measured.peak_bytes_full / 2**10:,.0f} KiB; "
         f"{measured.seconds_tiled * 1e3:.1f} ms vs {measured.seconds_full * 1e3:.1f} ms "
         "(`python -m attention_core tiled --n N` measures any size)."
+    )
+    _slides_button(walk, min(step, steps) - 1, (n, keys), cost, trace, settings)
+
+
+def _slides_button(walk, step: int, size: tuple[int, int], cost: tuple, trace: ModelTrace, settings: Settings) -> None:
+    """Both figures of the section in the 'slides' theme, their numbers as CSV and a manifest, zipped on a click."""
+    length, keys = size
+
+    def build(formats: str) -> bytes:
+        return tiled_zip(
+            walk,
+            step,
+            formats,
+            length=length,
+            keys=keys,
+            cost=cost,
+            layer=trace.layer,
+            head=trace.head,
+            settings={**asdict(settings.request()), "head": trace.head},
+        )
+
+    zip_button(
+        build,
+        what="section",
+        file_name=f"attention-lens-tiled-L{trace.layer}H{trace.head}-b{walk.block}-s{step + 1}.zip",
+        key="export_zip_tiled",
+        help="The tiled step and the memory/time chart in the white 'slides' theme, their numbers as CSV, and a "
+        "manifest of the tile size, the step and max |tiled − full core|.",
     )
