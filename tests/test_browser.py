@@ -57,12 +57,15 @@ def wait_change(page, before: str, timeout_ms: int = 60000) -> str:
 
 def wait_idle(page, timeout=60000):
     page.wait_for_selector(CHART, timeout=timeout)
-    page.wait_for_function(
-        "() => !document.querySelector('[data-testid=\"stStatusWidget\"]') || "
-        "!document.querySelector('[data-testid=\"stStatusWidget\"]').innerText.includes('Running')",
-        timeout=timeout,
-    )
-    page.wait_for_timeout(700)
+    # Streamlit shows its status widget (a running icon and "Stop") only while a script runs; its text no
+    # longer says "Running", so wait for the widget to be gone, twice across a short pause (a run that ends
+    # can be followed by another, e.g. a fragment's).
+    for _ in range(2):
+        page.wait_for_function(
+            "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
+            timeout=timeout,
+        )
+        page.wait_for_timeout(700)
 
 
 def no_errors(page) -> None:
