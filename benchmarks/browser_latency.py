@@ -71,8 +71,8 @@ WATCH = """() => {
 }"""
 WEIGHTS_READY = """() => [...document.querySelectorAll('.js-plotly-plot')]
     .some(el => el.data && el.data[0] && el.data[0].name === 'weights' && el.querySelector('svg.main-svg'))"""
-IDLE = """() => { const s = document.querySelector('[data-testid="stStatusWidget"]');
-                 return !s || !s.innerText.includes('Running'); }"""
+# Streamlit shows its status widget (a running icon and "Stop") only while a script runs.
+IDLE = """() => !document.querySelector('[data-testid="stStatusWidget"]')"""
 CHROMIUM_EXTRA = ["--enable-precise-memory-info"]
 TRACE_CAP_ENV, TRACE_CAP_MB = "ATTENTION_LENS_MAX_TRACE_MB", "400"  # the default 128 MB caps MiniLM at 316 tokens
 
