@@ -7,30 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser import CHROMIUM_ARGS, ROOT, chromium_path, streamlit_app
+from tests.browser import ROOT
 
 pytestmark = pytest.mark.browser
 SHOTS = ROOT / "docs" / "screenshots"
 CHART = ".js-plotly-plot svg.main-svg"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    path = chromium_path()
-    if not path:
-        pytest.skip("Debian chromium is not installed (make test installs it: apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
-
-
-@pytest.fixture(scope="module")
-def url():
-    with streamlit_app() as base:
-        yield base
 
 
 def chart_signature(page) -> str:

@@ -12,30 +12,10 @@ from urllib.parse import parse_qs, urlencode, urlparse
 
 import pytest
 
-from tests.browser import CHROMIUM_ARGS, chromium_path, streamlit_app
 from tests.test_browser import SHOTS, no_errors, wait_idle
 
 pytestmark = pytest.mark.browser
 TEXT = "The cat sat on the mat because it was tired."  # 13 MiniLM tokens: 16 tiles of 4 x 4
-
-
-@pytest.fixture(scope="module")
-def browser():
-    path = chromium_path()
-    if not path:
-        pytest.skip("Debian chromium is not installed (make test installs it: apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
-
-
-@pytest.fixture(scope="module")
-def url():
-    with streamlit_app() as base:
-        yield base
 
 
 def figure_title(page, prefix: str) -> str:

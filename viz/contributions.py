@@ -21,8 +21,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .checks import as_array, check_labels
-from .heads import head_grid
-from .heatmaps import add_matrix, colour_axis, style_axis, title_with_tokens, wants_values
+from .heads import head_grid, layer_head_map
+from .heatmaps import colour_axis, style_axis, title_with_tokens
 from .labels import escape_label, hover_labels, tick_labels, visible_label
 from .theme import LINE_COLOURS, SEQUENTIAL_OTHER, apply_theme
 
@@ -181,33 +181,15 @@ def ablation_map_figure(
     sequential (1 − cos >= 0) for an encoder. ``selected`` = (layer, head) is outlined."""
     effects = as_array("effects", effects, 2)
     layers, heads = effects.shape
-    fig = go.Figure()
-    add_matrix(
-        fig,
+    fig = layer_head_map(
         effects,
-        row_name="layer",
-        col_name="head",
-        value_name="effect",
         name="ablation",
-        show_values=wants_values(effects.shape, show_values) and heads <= 16,
+        value_name="effect",
         value_format=".2g",
-        blocked_text="",
+        head_title="head switched off",
+        selected=selected,
+        show_values=show_values,
     )
-    style_axis(fig, "y", layers, title="layer")
-    style_axis(fig, "x", heads, title="head switched off")
-    fig.update_xaxes(tickmode="array", tickvals=list(range(heads)), ticktext=[str(h) for h in range(heads)])
-    if layers <= 40:
-        fig.update_yaxes(tickmode="array", tickvals=list(range(layers)), ticktext=[str(i) for i in range(layers)])
-    if selected is not None:
-        layer, head = selected
-        fig.add_shape(
-            type="rect",
-            x0=head - 0.5,
-            x1=head + 0.5,
-            y0=layer - 0.5,
-            y1=layer + 0.5,
-            line=dict(color="#D55E00", width=3),
-        )
     if decoder:
         finite = np.abs(effects[np.isfinite(effects)])
         reach = max(float(finite.max()) if finite.size else 1.0, 1e-12)  # symmetric about 0

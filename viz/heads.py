@@ -169,6 +169,49 @@ def head_overview(
     return statistic_overview(values, statistic, selected=selected, show_values=show_values, title=title, theme=theme)
 
 
+def layer_head_map(
+    values: np.ndarray,
+    *,
+    name: str,
+    value_name: str,
+    value_format: str,
+    head_title: str,
+    selected: tuple[int, int] | None = None,
+    show_values: bool | None = None,
+) -> go.Figure:
+    """A (layers, H) matrix as a layer x head heatmap with integer ticks; ``selected`` = (layer, head) outlined.
+    Shared by the statistic overview and the ablation map (the caller adds colours, title and theme)."""
+    layers, heads = values.shape
+    fig = go.Figure()
+    add_matrix(
+        fig,
+        values,
+        row_name="layer",
+        col_name="head",
+        value_name=value_name,
+        name=name,
+        show_values=wants_values(values.shape, show_values) and heads <= 16,
+        value_format=value_format,
+        blocked_text="",
+    )
+    style_axis(fig, "y", layers, title="layer")
+    style_axis(fig, "x", heads, title=head_title)
+    fig.update_xaxes(tickmode="array", tickvals=list(range(heads)), ticktext=[str(h) for h in range(heads)])
+    if layers <= 40:
+        fig.update_yaxes(tickmode="array", tickvals=list(range(layers)), ticktext=[str(i) for i in range(layers)])
+    if selected is not None:
+        layer, head = selected
+        fig.add_shape(
+            type="rect",
+            x0=head - 0.5,
+            x1=head + 0.5,
+            y0=layer - 0.5,
+            y1=layer + 0.5,
+            line=dict(color="#D55E00", width=3),
+        )
+    return fig
+
+
 def statistic_overview(
     values,
     statistic: str,
@@ -183,33 +226,15 @@ def statistic_overview(
         raise ValueError(f"unknown statistic {statistic!r}; choose one of {tuple(STATISTICS)}")
     values = as_array("values", values, 2)
     layers, heads = values.shape
-    fig = go.Figure()
-    add_matrix(
-        fig,
+    fig = layer_head_map(
         values,
-        row_name="layer",
-        col_name="head",
-        value_name=STATISTICS[statistic],
         name="overview",
-        show_values=wants_values(values.shape, show_values) and heads <= 16,
+        value_name=STATISTICS[statistic],
         value_format=".2f",
-        blocked_text="",
+        head_title="head",
+        selected=selected,
+        show_values=show_values,
     )
-    style_axis(fig, "y", layers, title="layer")
-    style_axis(fig, "x", heads, title="head")
-    fig.update_xaxes(tickmode="array", tickvals=list(range(heads)), ticktext=[str(h) for h in range(heads)])
-    if layers <= 40:
-        fig.update_yaxes(tickmode="array", tickvals=list(range(layers)), ticktext=[str(i) for i in range(layers)])
-    if selected is not None:
-        layer, head = selected
-        fig.add_shape(
-            type="rect",
-            x0=head - 0.5,
-            x1=head + 0.5,
-            y0=layer - 0.5,
-            y1=layer + 0.5,
-            line=dict(color="#D55E00", width=3),
-        )
     axis = colour_axis(SEQUENTIAL_OTHER, title=SHORT_NAMES[statistic])
     axis["colorbar"].update(title_side="top")
     if statistic in {"max_weight", "previous_token", "first_token"}:
