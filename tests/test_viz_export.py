@@ -109,8 +109,8 @@ def test_views_return_the_trace_numbers(trace):
     assert np.array_equal(weights[head.mask], head.weights[head.mask])
     assert set(figures_for_trace(trace, "compare")) == {"compare"}
     heads = figures_for_trace(trace, "heads", statistic="entropy")
-    assert set(heads) == {"head_grid", "overview_entropy"}
-    assert len(figures_for_trace(trace, "heads")) == 6
+    assert set(heads) == {"head_grid", "head_flip", "overview_entropy"}
+    assert len(figures_for_trace(trace, "heads")) == 7
     query = figures_for_trace(trace, "query", query=3)["query"]
     assert np.array_equal(np.asarray(query.data[0].y, float), head.scores[3])
     assert set(figures_for_trace(trace, "lines")) == {"lines"}

@@ -8,7 +8,8 @@ names):
                   them, the *_before_rotary pair only when q and k are rotated, biased (masked + the
                   ALiBi bias, what softmax sees) only with a score bias; CSV also b_q, b_k, b_v for a bias)
 - ``compare``     compare (own core vs real model for the head); nothing when trace.model is None
-- ``heads``       head_grid, overview_<statistic> for each chosen statistic
+- ``heads``       head_grid, head_flip (every head in one chart, a slider switches them in the browser),
+                  overview_<statistic> for each chosen statistic
 - ``query``       query (step-through for one query row of the head)
 - ``lines``       lines (attention lines for the head)
 - ``rollout``     rollout (needs trace.model_attentions)
@@ -25,6 +26,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .compare import compare_figure
+from .flip import head_flip
 from .heads import head_grid, statistic_overview
 from .heatmaps import token_matrix_heatmap, weight_matrix_heatmap
 from .labels import plain_labels
@@ -187,7 +189,10 @@ def _heads_figures(
     figures = {
         "head_grid": head_grid(
             attentions[layer], tokens, tokens, mask=source.mask, layer=trace.layer, selected=h, theme=theme
-        )
+        ),
+        "head_flip": head_flip(
+            attentions[layer], tokens, tokens, layer=trace.layer, start=h, mask=source.mask, theme=theme
+        ),
     }
     for name in _statistics(statistic):
         values = precomputed.get(f"overview_{name}")

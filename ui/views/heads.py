@@ -21,6 +21,13 @@ STATISTIC_HELP = {
     "first_token": "mean weight on the first token (an 'attention sink')",
 }
 
+FLIP_LABEL = "One head at a time, full size: flip with the slider under the chart (in your browser)"
+FLIP_HELP = (
+    "Every head of this layer is in this one chart; the slider under it only changes which one is shown, in "
+    "your browser, with no wait and nothing sent. One colour scale for every head (0 to the layer's largest "
+    "weight), so colours compare as you flip. The sidebar's Head picks the head of every other step and chart."
+)
+
 
 def render(trace: ModelTrace, settings: Settings) -> None:
     theme, shown = settings.theme, settings.show_values or None
@@ -34,6 +41,11 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         trace, request, "heads", theme=theme, show_values=shown, statistic=settings.statistic, precomputed=precomputed
     )
     figure(display.grid_view(trace, settings) if display.active(settings) else figs["head_grid"], "head_grid")
+    flip_box = st.expander(FLIP_LABEL, expanded=True, key="open_flip", on_change="rerun")
+    if flip_box.open:
+        with flip_box:
+            st.caption(FLIP_HELP)
+            figure(figs["head_flip"], "head_flip")
     name = f"overview_{settings.statistic}"
     st.markdown(
         f"**Layer × head overview**: {STATISTIC_HELP.get(settings.statistic, '')}. Pick one to look at it everywhere:"

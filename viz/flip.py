@@ -1,0 +1,174 @@
+"""Every head of a layer in one chart, switched in the browser: a plotly slider, no server round trip.
+
+The figure holds one heatmap per head (and its grey overlay of blocked cells); the slider's steps only
+change which pair is visible (``Plotly.update``), so flipping heads repaints one heatmap and sends
+nothing. All heads share one colour scale, 0 to the largest weight of the layer, so colours compare
+across heads while flipping.
+
+Payload: float32 typed arrays, at most ``FLIP_CELLS`` weights over all heads. A layer whose heads hold
+more (12 heads above 112 positions) is drawn as block means on a coarser grid, said in the title
+and in hover; the exact values stay in the Derivation view, the Query inspector and CSV. Hover names
+the query and key tokens by their axis labels ("position token"), so no per-cell token arrays are sent.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .blocked import TRANSPARENT_GREY
+from .blocks import block_means
+from .checks import as_array, as_mask, check_labels
+from .heatmaps import colour_axis, tick_positions
+from .labels import hover_labels, tick_labels
+from .theme import apply_theme
+
+FLIP_CELLS = 12 * 112 * 112  # weights sent for all heads together (about 0.6 MB of float32)
+SLIDER_PREFIX = "head "
+
+
+def flip_side(heads: int, cells: int = FLIP_CELLS) -> int:
+    """Displayed rows/columns per side at most, so that ``heads`` maps hold no more than ``cells`` weights."""
+    return max(1, math.isqrt(max(1, cells // max(1, heads))))
+
+
+def _blocked(weights: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+    """Blocked cells of one head (L, S): masked with weight exactly 0, or not finite. A blocked key that
+    still got weight (a mask bug such as the -1e9 leak) keeps its colour: never hidden."""
+    blocked = ~np.isfinite(weights)
+    if mask is not None:
+        blocked |= ~mask & (weights == 0)
+    return blocked
+
+
+def _axis_labels(tokens: Sequence[str], block: int) -> list[str]:
+    """One category per displayed row/column: "position 'token'" (unique, escaped), or "a-b" for a block."""
+    count = math.ceil(len(tokens) / block)
+    if block == 1:
+        return hover_labels(tokens)
+    return [f"{i * block}-{min(len(tokens), (i + 1) * block) - 1}" for i in range(count)]
+
+
+def _axis(tokens: Sequence[str], labels: list[str], block: int, title: str, reverse: bool) -> dict:
+    """A category axis with token tick text (every k-th when long); blocks keep their position ranges."""
+    axis: dict = dict(type="category", title_text=title, showgrid=False, zeroline=False, ticks="")
+    if reverse:
+        axis["autorange"] = "reversed"
+    positions = tick_positions(len(labels))
+    if block == 1:
+        ticks = tick_labels(tokens)
+        axis.update(tickmode="array", tickvals=[labels[p] for p in positions], ticktext=[ticks[p] for p in positions])
+    else:
+        axis.update(tickmode="array", tickvals=[labels[p] for p in positions], ticktext=[labels[p] for p in positions])
+    return axis
+
+
+def _overlay(empty: np.ndarray, x_labels: list[str], y_labels: list[str], whose: str, visible: bool) -> go.Heatmap:
+    """Blocked cells painted grey (uint8 0/1 on a transparent/grey scale)."""
+    return go.Heatmap(
+        z=empty.astype(np.uint8),
+        x=x_labels,
+        y=y_labels,
+        colorscale=TRANSPARENT_GREY,
+        zmin=0,
+        zmax=1,
+        showscale=False,
+        hoverinfo="skip",
+        name=f"{whose} masked",
+        visible=visible,
+    )
+
+
+def _visible(h: int, heads: int, shared: bool) -> list[bool]:
+    """Trace visibility with head ``h`` shown: the heads' maps, then one shared overlay or one per head."""
+    maps = [i == h for i in range(heads)]
+    return maps + ([True] if shared else maps)
+
+
+def _title(layer: int, h: int, rows: int, cols: int, block: int) -> str:
+    shape = f"{rows} queries × {cols} keys"
+    if block > 1:
+        shape += f", each cell the mean of a {block}×{block} block"
+    return f"Layer {layer}, head {h}: softmax weights   ({shape})"
+
+
+def head_flip(
+    weights,
+    query_tokens: Sequence[str],
+    key_tokens: Sequence[str],
+    *,
+    layer: int,
+    start: int = 0,
+    mask=None,
+    cells: int = FLIP_CELLS,
+    theme: str = "screen",
+) -> go.Figure:
+    """Heads (H, L, S) of one layer in one figure; a slider shows head ``start`` first and flips in the browser.
+
+    Traces: one heatmap per head in head order ("head h"; only ``start`` visible), then the blocked
+    cells: one overlay for every head ("every head masked") when they agree, else one per head
+    ("head h masked"). ``mask`` (L, S), True = may attend.
+    """
+    weights = as_array("weights", weights, ndim=3)
+    heads, rows, cols = weights.shape
+    if not 0 <= start < heads:
+        raise ValueError(f"start head {start} out of range 0..{heads - 1}")
+    query_tokens = check_labels("query_tokens", query_tokens, rows, "weights", weights.shape)
+    key_tokens = check_labels("key_tokens", key_tokens, cols, "weights", weights.shape)
+    mask = as_mask("mask", mask, (rows, cols))
+    side = flip_side(heads, cells)
+    maps = [block_means(weights[h], ~_blocked(weights[h], mask), side) for h in range(heads)]  # (L', S') each
+    block = maps[0][2]
+    y_labels, x_labels = _axis_labels(query_tokens, block), _axis_labels(key_tokens, block)
+    what = "weight" if block == 1 else f"mean weight of the {block}×{block} block"
+    shared = all(np.array_equal(empty, maps[0][1]) for _, empty, _ in maps)  # one overlay serves every head
+    fig = go.Figure()
+    for h, (shown, _, _) in enumerate(maps):
+        fig.add_trace(
+            go.Heatmap(
+                z=shown.astype(np.float32),
+                x=x_labels,
+                y=y_labels,
+                coloraxis="coloraxis",
+                name=f"head {h}",
+                visible=h == start,
+                hovertemplate=f"head {h}<br>query %{{y}}<br>key %{{x}}<br>{what} %{{z:.4g}}<extra></extra>",
+            )
+        )
+    for h, (_, empty, _) in enumerate(maps[:1] if shared else maps):
+        fig.add_trace(
+            _overlay(empty, x_labels, y_labels, "every head" if shared else f"head {h}", shared or h == start)
+        )
+    top = float(np.nanmax(np.where(np.isfinite(weights), weights, np.nan))) if np.isfinite(weights).any() else 1.0
+    steps = [
+        dict(
+            method="update",
+            label=str(h),
+            args=[
+                {"visible": _visible(h, heads, shared)},
+                {"title.text": _title(layer, h, rows, cols, block)},
+            ],
+        )
+        for h in range(heads)
+    ]
+    fig.update_layout(
+        title_text=_title(layer, start, rows, cols, block),
+        coloraxis=colour_axis("sequential", title="weight<br>(same scale<br>every head)", zmin=0.0, zmax=top),
+        xaxis=_axis(key_tokens, x_labels, block, "key", reverse=False),
+        yaxis=_axis(query_tokens, y_labels, block, "query", reverse=True),
+        sliders=[
+            dict(
+                active=start,
+                steps=steps,
+                currentvalue=dict(prefix=SLIDER_PREFIX, visible=True),
+                pad=dict(t=50, b=10),
+                len=1.0,
+            )
+        ],
+    )
+    if any(len(label) > 3 for label in fig.layout.xaxis.ticktext or ()):
+        fig.update_xaxes(tickangle=-45)
+    return apply_theme(fig, theme)
