@@ -2,8 +2,8 @@
 
 The figure holds one heatmap per head (and its grey overlay of blocked cells); the slider's steps only
 change which pair is visible (``Plotly.update``), so flipping heads repaints one heatmap and sends
-nothing. All heads share one colour scale, 0 to the largest weight of the layer, so colours compare
-across heads while flipping.
+nothing. Each head's colour scale runs from 0 to its own largest shown value (set by the same step),
+so a head that spreads its weight thinly still shows its pattern; hover gives the exact numbers.
 
 Payload: float32 typed arrays, at most ``FLIP_CELLS`` weights over all heads. A layer whose heads hold
 more (12 heads above 112 positions) is drawn as block means on a coarser grid, said in the title
@@ -28,6 +28,7 @@ from .theme import apply_theme
 
 FLIP_CELLS = 12 * 112 * 112  # weights sent for all heads together (about 0.6 MB of float32)
 SLIDER_PREFIX = "head "
+HEIGHT = 720  # pixels: the map keeps about the height of the single-head charts, the slider sits below it
 
 
 def flip_side(heads: int, cells: int = FLIP_CELLS) -> int:
@@ -82,6 +83,12 @@ def _overlay(empty: np.ndarray, x_labels: list[str], y_labels: list[str], whose:
     )
 
 
+def _top(shown: np.ndarray) -> float:
+    """The largest finite value of a displayed map (1.0 when none): the top of its colour scale."""
+    finite = shown[np.isfinite(shown)]
+    return float(finite.max()) if finite.size and finite.max() > 0 else 1.0
+
+
 def _visible(h: int, heads: int, shared: bool) -> list[bool]:
     """Trace visibility with head ``h`` shown: the heads' maps, then one shared overlay or one per head."""
     maps = [i == h for i in range(heads)]
@@ -89,9 +96,7 @@ def _visible(h: int, heads: int, shared: bool) -> list[bool]:
 
 
 def _title(layer: int, h: int, rows: int, cols: int, block: int) -> str:
-    shape = f"{rows} queries × {cols} keys"
-    if block > 1:
-        shape += f", each cell the mean of a {block}×{block} block"
+    shape = f"{rows} queries × {cols} keys" if block == 1 else f"{rows} × {cols}, means of {block}×{block} blocks"
     return f"Layer {layer}, head {h}: softmax weights   ({shape})"
 
 
@@ -142,21 +147,22 @@ def head_flip(
         fig.add_trace(
             _overlay(empty, x_labels, y_labels, "every head" if shared else f"head {h}", shared or h == start)
         )
-    top = float(np.nanmax(np.where(np.isfinite(weights), weights, np.nan))) if np.isfinite(weights).any() else 1.0
+    tops = [_top(shown) for shown, _, _ in maps]  # each head's colour scale: 0 to its largest shown value
     steps = [
         dict(
             method="update",
             label=str(h),
             args=[
                 {"visible": _visible(h, heads, shared)},
-                {"title.text": _title(layer, h, rows, cols, block)},
+                {"title.text": _title(layer, h, rows, cols, block), "coloraxis.cmax": tops[h]},
             ],
         )
         for h in range(heads)
     ]
     fig.update_layout(
         title_text=_title(layer, start, rows, cols, block),
-        coloraxis=colour_axis("sequential", title="weight<br>(same scale<br>every head)", zmin=0.0, zmax=top),
+        height=HEIGHT,
+        coloraxis=colour_axis("sequential", title="weight<br>(0 to this<br>head's max)", zmin=0.0, zmax=tops[start]),
         xaxis=_axis(key_tokens, x_labels, block, "key", reverse=False),
         yaxis=_axis(query_tokens, y_labels, block, "query", reverse=True),
         sliders=[

@@ -24,8 +24,8 @@ STATISTIC_HELP = {
 FLIP_LABEL = "One head at a time, full size: flip with the slider under the chart (in your browser)"
 FLIP_HELP = (
     "Every head of this layer is in this one chart; the slider under it only changes which one is shown, in "
-    "your browser, with no wait and nothing sent. One colour scale for every head (0 to the layer's largest "
-    "weight), so colours compare as you flip. The sidebar's Head picks the head of every other step and chart."
+    "your browser, with no wait and nothing sent. Each head's colours run from 0 to its own largest "
+    "weight (hover for the numbers). The sidebar's Head picks the head of every other step and chart."
 )
 
 
