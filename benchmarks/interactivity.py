@@ -12,7 +12,8 @@ app.py`` of ``--app-dir`` / $ATTENTION_LENS_APP_DIR / this checkout, see ``bench
   ``--repeats`` times each (default 5), each on a value not shown before on that page:
   view-only: Head (+1 on the "Head" slider, keyboard ArrowRight), Query (Query inspector's "Query
   token" selectbox), View (the "View" segmented control: Heads & layers, Query inspector, Core vs
-  model, Derivation), Statistic (Heads & layers' "Statistic" selectbox);
+  model, Derivation), Statistic (Heads & layers' "Statistic" selectbox), Flip (a click on the next head
+  of the plotly slider inside Heads & layers' one-head-at-a-time chart: switched in the browser alone);
   recompute: scaling (the "Divide the scores by" radio), Temperature (slider, with scaling set to the
   temperature), Mask and Positional encoding (selectboxes), Fill (radio);
 - opening a link at n (the model already loaded by a warm-up page): navigation start until the first
@@ -80,9 +81,14 @@ ACTIONS = (  # (name, kind, label of the control) in the order they are measured
     ("fill", RECOMPUTE, "Fill for blocked scores"),
     ("view", VIEW_ONLY, "View"),
     ("statistic", VIEW_ONLY, "Statistic"),
+    ("flip", VIEW_ONLY, "Head (the slider inside the one-head-at-a-time chart)"),
     ("query", VIEW_ONLY, "Query token"),
 )
-NEEDS_VIEW = {"statistic": "Heads & layers", "query": "Query inspector"}  # the view a control lives in
+NEEDS_VIEW = {
+    "statistic": "Heads & layers",
+    "query": "Query inspector",
+    "flip": "Heads & layers",
+}  # the view a control lives in
 VIEW_STEPS = ("Heads & layers", "Query inspector", "Core vs model", "Derivation", "Heads & layers")
 BUDGETS = {  # kind -> (seconds at 64 tokens, seconds at 512 tokens), issue 12 item 1 (MiniLM; SmolLM2 2x)
     VIEW_ONLY: (0.25, 0.6),
@@ -344,6 +350,21 @@ class Page:
         thumb.focus()
         return self.measure(lambda: self.page.keyboard.press(key))
 
+    def flip(self, head: int) -> dict | None:
+        """Click step ``head`` of the plotly slider of the Heads view's flip chart (a change in the browser
+        alone: no server run is expected, so the page settles after ``NO_SERVER_S``); None if missing."""
+        chart = self.page.locator(".js-plotly-plot", has=self.page.locator(".slider-container")).first
+        if chart.count() == 0:
+            return None
+        chart.scroll_into_view_if_needed()
+        steps = chart.locator(".slider-container").get_by_text(str(head), exact=True)
+        rail = chart.locator(".slider-rail-touch-rect").first.bounding_box()
+        if steps.count() == 0 or rail is None:
+            return None
+        box = steps.first.bounding_box()
+        x, y = box["x"] + box["width"] / 2, rail["y"] + rail["height"] / 2
+        return self.measure(lambda: self.page.mouse.click(x, y))
+
     def pick(self, label: str, option: str) -> dict | None:
         """Click the option named ``option`` of the radio group / segmented control ``label``; None if missing."""
         el = self.control(label)
@@ -406,6 +427,8 @@ def measure_page(
                 for i in range(repeats):
                     if name == "view":
                         result = page.pick(label, VIEW_STEPS[i % len(VIEW_STEPS)])
+                    elif name == "flip":
+                        result = page.flip(i + 1)
                     else:
                         result = page.change(label, i + 1)
                     if result is None:

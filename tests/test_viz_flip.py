@@ -89,3 +89,38 @@ def test_bad_start_and_shapes_are_refused():
         head_flip(weights, list("abc"), list("abc"), layer=0, start=2)
     with pytest.raises(ValueError, match="3-D"):
         head_flip(weights[0], list("abc"), list("abc"), layer=0)
+
+
+def test_attention_lines_flip_draws_each_heads_own_lines_and_switches_in_the_browser():
+    from viz.lines import attention_lines, attention_lines_flip, line_segments
+
+    weights, mask = _weights(3, 6, seed=3)
+    tokens = list("abcdef")
+    fig = attention_lines_flip(weights, tokens, tokens, layer=4, start=1, threshold=0.1)
+    for h in range(3):  # head h's traces hold exactly the segments of the single-head chart of head h
+        mine = [t for t in fig.data if t.name.startswith(f"head {h} lines")]
+        single = [
+            t for t in attention_lines(weights[h], tokens, tokens, threshold=0.1).data if t.name.startswith("lines")
+        ]
+        assert [t.name.removeprefix(f"head {h} ") for t in mine] == [t.name for t in single]
+        assert [list(t.y) for t in mine] == [list(t.y) for t in single]
+        assert sum(list(t.x).count(None) for t in mine) == len(line_segments(weights[h], 0.1))
+        assert all(bool(t.visible) == (h == 1) for t in mine)
+    columns = [t for t in fig.data if t.name in ("queries", "keys")]
+    assert len(columns) == 2 and all(t.visible is not False for t in columns)
+    (slider,) = fig.layout.sliders
+    assert slider.active == 1
+    step = slider.steps[2].args[0]["visible"]
+    shown = [t.name for t, v in zip(fig.data, step, strict=True) if v]
+    assert {"queries", "keys"} <= set(shown) and all(n.startswith("head 2") for n in shown if "lines" in n)
+    assert "head 2" in slider.steps[2].args[1]["title.text"]
+
+
+def test_attention_lines_flip_keeps_one_head_when_the_layer_has_too_many_lines(monkeypatch):
+    import viz.lines as lines
+
+    weights, _ = _weights(4, 8, seed=4)
+    monkeypatch.setattr(lines, "FLIP_SEGMENTS", 5)
+    fig = lines.attention_lines_flip(weights, list("abcdefgh"), list("abcdefgh"), layer=0, start=2, threshold=0.0)
+    assert not fig.layout.sliders and "this head only" in fig.layout.title.text
+    assert {t.name.split(" lines")[0] for t in fig.data if "lines" in t.name} == {"head 2"}

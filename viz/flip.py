@@ -89,6 +89,22 @@ def _top(shown: np.ndarray) -> float:
     return float(finite.max()) if finite.size and finite.max() > 0 else 1.0
 
 
+def head_steps(owners: Sequence[int | None], titles: Sequence[str], extra: Sequence[dict] | None = None) -> list[dict]:
+    """Slider steps, one per head: step h shows the traces whose owner is h or None (shared), sets the title
+    to ``titles[h]`` and applies ``extra[h]`` (more layout changes) in the same ``Plotly.update``."""
+    return [
+        dict(
+            method="update",
+            label=str(h),
+            args=[
+                {"visible": [owner is None or owner == h for owner in owners]},
+                {"title.text": titles[h], **(extra[h] if extra else {})},
+            ],
+        )
+        for h in range(len(titles))
+    ]
+
+
 def _visible(h: int, heads: int, shared: bool) -> list[bool]:
     """Trace visibility with head ``h`` shown: the heads' maps, then one shared overlay or one per head."""
     maps = [i == h for i in range(heads)]

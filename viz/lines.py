@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .checks import as_matrix, check_labels
+from .checks import as_array, as_matrix, check_labels
 from .labels import escape_label, tick_labels, visible_label
 from .theme import LINE_COLOURS, apply_theme
 
@@ -33,14 +33,23 @@ def line_segments(weights: np.ndarray, threshold: float, query: int | None = Non
     ]
 
 
-def _line_traces(fig: go.Figure, segments, query_tokens: Sequence[str], key_tokens: Sequence[str]) -> None:
-    """One "lines α≈x.xx" trace per opacity step, each segment from its query (x=0) to its key (x=1)."""
+def _line_traces(
+    fig: go.Figure,
+    segments,
+    query_tokens: Sequence[str],
+    key_tokens: Sequence[str],
+    head: int | None = None,
+    visible=True,
+) -> int:
+    """One "lines α≈x.xx" trace per opacity step (named "head h lines α≈x.xx" for a ``head``), each segment
+    from its query (x=0) to its key (x=1); returns how many traces were added."""
     bins: dict[int, list[tuple[int, int, float]]] = {}
     for segment in segments:
         step = min(OPACITY_STEPS, max(1, int(np.ceil(segment[2] * OPACITY_STEPS))))
         bins.setdefault(step, []).append(segment)
     left_names = [visible_label(t, 16) for t in query_tokens]
     right_names = [visible_label(t, 16) for t in key_tokens]
+    prefix = "" if head is None else f"head {head} "
     for step in sorted(bins):
         xs: list[float | None] = []
         ys: list[float | None] = []
@@ -57,12 +66,14 @@ def _line_traces(fig: go.Figure, segments, query_tokens: Sequence[str], key_toke
                 mode="lines",
                 line=dict(color=LINE_COLOUR, width=3),
                 opacity=step / OPACITY_STEPS,
-                name=f"lines α≈{step / OPACITY_STEPS:.2f}",
+                name=f"{prefix}lines α≈{step / OPACITY_STEPS:.2f}",
                 text=texts,
                 hovertemplate="%{text}<extra></extra>",
                 showlegend=False,
+                visible=visible,
             )
         )
+    return len(bins)
 
 
 def _token_columns(fig: go.Figure, query_tokens: Sequence[str], key_tokens: Sequence[str], query: int | None) -> None:
@@ -128,7 +139,18 @@ def attention_lines(
     fig = go.Figure()
     _line_traces(fig, segments, query_tokens, key_tokens)
     _token_columns(fig, query_tokens, key_tokens, query)
-    longest = max(rows, cols)
+    which = "" if query is None else f" from query {query}"
+    _frame(
+        fig,
+        max(rows, cols),
+        title if title is not None else f"Attention lines{which}  (weight ≥ {threshold:g}; opacity = weight)",
+    )
+    fig.layout.meta = {"segments": len(segments), "threshold": threshold}
+    return apply_theme(fig, theme)
+
+
+def _frame(fig: go.Figure, longest: int, title: str) -> None:
+    """Hidden axes with the two token columns, "query" and "key" headings, height by the token count."""
     fig.update_xaxes(range=[-0.55, 1.55], visible=False, fixedrange=True)
     fig.update_yaxes(range=[longest - 0.5, -0.5], visible=False)
     fig.add_annotation(
@@ -137,13 +159,54 @@ def attention_lines(
     fig.add_annotation(
         x=1.0, y=-0.5, xref="x", yref="y", text="<b>key</b>", showarrow=False, yanchor="bottom", xanchor="left"
     )
-    which = "" if query is None else f" from query {query}"
     fig.update_layout(
-        title_text=title
-        if title is not None
-        else f"Attention lines{which}  (weight ≥ {threshold:g}; opacity = weight)",
-        height=max(420, 150 + ROW_HEIGHT * min(longest, LABELS_MAX)),
-        hovermode="closest",
+        title_text=title, height=max(420, 150 + ROW_HEIGHT * min(longest, LABELS_MAX)), hovermode="closest"
     )
-    fig.layout.meta = {"segments": len(segments), "threshold": threshold}
+
+
+FLIP_SEGMENTS = 6000  # lines for every head of a layer in one chart up to this many; above, the chosen head only
+
+
+def attention_lines_flip(
+    weights,
+    query_tokens: Sequence[str],
+    key_tokens: Sequence[str],
+    *,
+    layer: int,
+    start: int,
+    threshold: float = 0.05,
+    theme: str = "screen",
+) -> go.Figure:
+    """``attention_lines`` for every head (H, L, S) of a layer in one chart, flipped by a slider in the
+    browser as bertviz's head view does (traces "head h lines α≈x.xx", visible for head ``start``). When
+    all heads together have more than ``FLIP_SEGMENTS`` lines, only head ``start`` is drawn (no slider),
+    said in the title."""
+    from .flip import SLIDER_PREFIX, head_steps
+
+    weights = as_array("weights", weights, 3)
+    heads, rows, cols = weights.shape
+    if not 0 <= start < heads:
+        raise ValueError(f"start head {start} out of range 0..{heads - 1}")
+    query_tokens = check_labels("query_tokens", query_tokens, rows, "weights", weights.shape)
+    key_tokens = check_labels("key_tokens", key_tokens, cols, "weights", weights.shape)
+    segments = [line_segments(weights[h], threshold) for h in range(heads)]
+    total = sum(len(s) for s in segments)
+    titles = [
+        f"Layer {layer}, head {h}: attention lines  (weight ≥ {threshold:g}; opacity = weight)" for h in range(heads)
+    ]
+    fig = go.Figure()
+    owners: list[int | None] = []
+    chosen = range(heads) if total <= FLIP_SEGMENTS else [start]
+    for h in chosen:
+        owners += [h] * _line_traces(fig, segments[h], query_tokens, key_tokens, head=h, visible=h == start)
+    _token_columns(fig, query_tokens, key_tokens, None)
+    owners += [None, None]
+    if total > FLIP_SEGMENTS:
+        _frame(fig, max(rows, cols), titles[start] + f"<br><sup>{total:,} lines in the layer: this head only</sup>")
+    else:
+        _frame(fig, max(rows, cols), titles[start])
+        fig.update_layout(
+            sliders=[dict(active=start, steps=head_steps(owners, titles), currentvalue=dict(prefix=SLIDER_PREFIX))]
+        )
+    fig.layout.meta = {"segments": total, "threshold": threshold}
     return apply_theme(fig, theme)

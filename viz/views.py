@@ -11,7 +11,7 @@ names):
 - ``heads``       head_grid, head_flip (every head in one chart, a slider switches them in the browser),
                   overview_<statistic> for each chosen statistic
 - ``query``       query (step-through for one query row of the head)
-- ``lines``       lines (attention lines for the head)
+- ``lines``       lines (attention lines: every head with a slider in the browser, or one query of the head)
 - ``rollout``     rollout (needs trace.model_attentions)
 
 viz never imports attention_core at run time (its package imports torch): a trace is read by
@@ -30,7 +30,7 @@ from .flip import head_flip
 from .heads import head_grid, statistic_overview
 from .heatmaps import token_matrix_heatmap, weight_matrix_heatmap
 from .labels import plain_labels
-from .lines import attention_lines
+from .lines import attention_lines, attention_lines_flip
 from .query import query_contributions, query_step_figure
 from .rollout import attention_rollout, rollout_heatmap
 from .scores import attention_heatmap, score_heatmap
@@ -274,6 +274,17 @@ def figures_for_trace(
     if view == "query":
         return _query_figures(core_head, tokens, _query_index(trace, query), show_values, theme)
     if view == "lines":
+        if query is None:  # every head of the layer, flipped by a slider in the browser
+            flip = attention_lines_flip(
+                np.asarray(trace.core.weights),
+                tokens,
+                tokens,
+                layer=trace.layer,
+                start=h,
+                threshold=threshold,
+                theme=theme,
+            )
+            return {"lines": flip}
         lines = attention_lines(core_head.weights, tokens, tokens, threshold=threshold, query=query, theme=theme)
         return {"lines": lines}
     return _rollout_figures(trace, tokens, precomputed.get("rollout"), show_values, theme)

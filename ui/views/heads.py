@@ -76,7 +76,10 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         with roles_box:
             head_roles_section(trace, settings)
     lines = st.expander(
-        "Attention lines for the selected head (bertviz-style)", expanded=True, key="open_lines", on_change="rerun"
+        "Attention lines, every head (bertviz-style): flip with the slider under the chart",
+        expanded=True,
+        key="open_lines",
+        on_change="rerun",
     )
     if lines.open:
         with lines:
