@@ -3,9 +3,12 @@
 For one layer of a real model, per head: its attention weights and its value-weighted contributions at a
 position (each as shares over the keys), its share of the block's output there, the effect of switching it
 off (``--ablation zero|mean``), and for decoders its direct logit attribution to the top next token. Then
-the check that the per-head parts plus b^O add up to the model's own attention output (hooked from the
-real model). Exit 0 when the check holds, 1 when it does not, 2 for unusable input (a layer out of range,
-empty text, a model that cannot load or whose heads cannot be taken apart, "scratch").
+the check that the per-head parts plus b^O add up to the model's own attention output, run on a float64 copy
+of the model fed the same tokens (``contributions_check``): ``sum_check_max_abs_diff`` is that plain float64
+max |difference|, held to 1e-5; the same comparison on the float32 model, which its rounding alone puts above
+1e-5 on SmolLM2, is printed beside it for information (``sum_check_float32_max_abs_diff``). Exit 0 when the
+check holds, 1 when it does not, 2 for unusable input (a layer out of range, empty text, a model that cannot
+load or whose heads cannot be taken apart, "scratch").
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from .ablation import (
     reference_run,
 )
 from .contributions import SUM_CHECK_TOLERANCE, LayerContributions, layer_contributions
+from .contributions_check import sum_check_float64
 from .request import DEFAULT_TEXT
 
 
@@ -43,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--tolerance",
         type=float,
         default=SUM_CHECK_TOLERANCE,
-        help="largest |sum of heads + b^O - the model's attention output| / max(1, size of the terms summed) accepted",
+        help="largest |sum of heads + b^O - the model's attention output| accepted, both in float64 (a float64 copy)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     parser.add_argument("--device", default=None, help="cpu, cuda, mps or auto")
@@ -54,9 +58,12 @@ def _number(value: float) -> float | None:
     return None if value is None or math.isnan(value) else float(value)
 
 
-def report(loaded, tokens, layer: int, *, position: int | None = None, mode: str = "zero", capture=None) -> dict:
+def report(
+    loaded, tokens, layer: int, *, position: int | None = None, mode: str = "zero", capture=None, wide=None
+) -> dict:
     """Everything the command prints, as one JSON-ready dict (``capture``: a ``pretrained.Capture`` of
-    ``tokens`` if one was made already)."""
+    ``tokens`` if one was made already; ``wide``: a float64 copy of ``loaded`` if one was made already)."""
+    from .kvcache_checks import float64_copy
     from .pretrained import capture as run_capture
 
     check_layer(loaded, layer)
@@ -68,6 +75,7 @@ def report(loaded, tokens, layer: int, *, position: int | None = None, mode: str
     parts: LayerContributions = layer_contributions(captured.layer(layer), reference.attn_outputs[layer])
     ablations = ablate_layer(loaded, tokens, layer, mode=mode, position=position, reference=reference)
     dla = direct_logit_attribution(loaded, reference, parts, position) if reference.decoder else None
+    checked = sum_check_float64(float64_copy(loaded) if wide is None else wide, tokens, (layer,))[layer]
     shares = parts.contribution_shares()[:, position]  # (H, S)
     output_shares = parts.head_shares()[:, position]  # (H,)
     heads = []
@@ -95,8 +103,9 @@ def report(loaded, tokens, layer: int, *, position: int | None = None, mode: str
         "ablation": mode,
         "ablation_metric": metric_name(reference.decoder),
         "heads": heads,
-        "sum_check_max_abs_diff": parts.sum_check_max_abs_diff,
-        "sum_check_scaled_diff": parts.sum_check_scaled_diff,
+        "sum_check_max_abs_diff": checked,  # float64 model, float64 sum
+        "sum_check_precision": "float64",
+        "sum_check_float32_max_abs_diff": parts.sum_check_max_abs_diff,  # the float32 model: for information
     }
     if reference.decoder:
         result["next_token"] = {
@@ -150,9 +159,9 @@ def _print_table(result: dict, ok: bool, tolerance: float) -> None:
             f"+ constant {d['constant']:.3f} (reconstruction off by {d['reconstruction_diff']:.1e})"
         )
     print(
-        f"sum check: max |sum of heads + b^O - model| = {result['sum_check_max_abs_diff']:.2e}, "
-        f"scaled by max(1, size of the terms) = {result['sum_check_scaled_diff']:.2e} "
-        f"(tolerance {tolerance:g}): {'OK' if ok else 'FAILED'}"
+        f"sum check on a float64 copy: max |sum of heads + b^O - model| = {result['sum_check_max_abs_diff']:.2e} "
+        f"(tolerance {tolerance:g}): {'OK' if ok else 'FAILED'}; "
+        f"on the float32 model {result['sum_check_float32_max_abs_diff']:.2e} (its rounding, for information)"
     )
 
 
@@ -173,12 +182,12 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:  # ModelLoadError is a ValueError; so are a bad layer, position or text
         print(f"error: {err}", file=sys.stderr)
         return 2
-    scaled = result["sum_check_scaled_diff"]
-    ok = not math.isnan(scaled) and scaled <= args.tolerance
+    diff = result["sum_check_max_abs_diff"]
+    ok = not math.isnan(diff) and diff <= args.tolerance
     if args.json:
         result.update(tolerance=args.tolerance, ok=ok)
-        result["sum_check_max_abs_diff"] = _number(result["sum_check_max_abs_diff"])
-        result["sum_check_scaled_diff"] = _number(scaled)
+        result["sum_check_max_abs_diff"] = _number(diff)
+        result["sum_check_float32_max_abs_diff"] = _number(result["sum_check_float32_max_abs_diff"])
         print(json.dumps(result, indent=1))
     else:
         _print_table(result, ok, args.tolerance)

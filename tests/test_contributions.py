@@ -2,7 +2,8 @@
 
 References, none of them the code under test:
 - a two-head example (grouped-query: both heads read one value head) worked out by hand below;
-- the real model's own attention output, hooked from its output projection (MiniLM, SmolLM2);
+- the real model's own attention output, hooked from its output projection (MiniLM, SmolLM2), on a float64
+  copy of the model for the sum check (the float32 model's own rounding reaches 5e-5 on SmolLM2);
 - ablation against a copy of the model whose W^O columns for the head are zeroed by hand;
 - direct logit attribution against the model's own logit.
 """
@@ -32,6 +33,8 @@ from attention_core.ablation import (
     reference_run,
 )
 from attention_core.contributions import contribution_terms, contributions, layer_contributions
+from attention_core.contributions_check import float64_layer, sum_check_float64
+from attention_core.kvcache_checks import float64_copy
 from attention_core.pretrained import capture, load_model, tokenize
 from tests.browser import chromium_path
 from tests.tiny_models import build_tiny_model
@@ -116,19 +119,50 @@ def bundled():
     return get
 
 
+@pytest.fixture(scope="module")
+def wide(bundled):
+    """A float64 copy of each bundled model, made once for the module."""
+    made = {}
+
+    def get(name):
+        if name not in made:
+            made[name] = float64_copy(bundled(name)[0])
+        return made[name]
+
+    return get
+
+
 @pytest.mark.parametrize("name", ["minilm", "smollm2"])
-def test_heads_add_up_to_the_models_attention_output(bundled, name):
+def test_heads_add_up_to_the_models_attention_output(bundled, wide, name):
+    """The raw float64 check, every layer: Σ heads + b^O against the float64 model's own attention output."""
     loaded, tokens, captured, reference = bundled(name)
-    for layer in (0, len(loaded.sites) - 1):
-        parts = layer_contributions(captured.layer(layer), reference.attn_outputs[layer])
-        assert parts.model_output.shape == (tokens.length, loaded.facts.d_model)
-        assert parts.sum_check_scaled_diff <= 1e-5, (name, layer, parts.sum_check_scaled_diff)
-        biggest = float(np.abs(parts.model_output).max())
-        assert parts.sum_check_max_abs_diff <= 1e-5 * max(1.0, biggest)
-        if name == "minilm":  # values near 1: the plain absolute difference is held to 1e-5 too
-            assert parts.sum_check_max_abs_diff <= 1e-5
-        np.testing.assert_allclose(parts.head_shares().sum(axis=0), 1.0, rtol=1e-9)
-        assert not np.allclose(parts.contribution_shares(), parts.weights)  # value norms do reweight
+    checked = sum_check_float64(wide(name), tokens)  # one forward of the float64 copy, every layer
+    assert list(checked) == list(range(len(loaded.sites)))
+    assert max(checked.values()) <= 1e-5, checked  # measured: MiniLM ~1e-15, SmolLM2 ~1e-13
+    biggest = max(range(len(loaded.sites)), key=lambda i: float(reference.attn_outputs[i].abs().max()))
+    if name == "smollm2":  # layer 24: attention outputs near 180, where float32 alone rounds by ~5e-5
+        assert biggest == 24 and float(reference.attn_outputs[24].abs().max()) > 100
+    parts = layer_contributions(captured.layer(biggest), reference.attn_outputs[biggest])  # the float32 model
+    assert parts.model_output.shape == (tokens.length, loaded.facts.d_model)
+    assert parts.sum_check_max_abs_diff <= 1e-5 * float(np.abs(parts.model_output).max())  # its rounding, no more
+    assert checked[biggest] < parts.sum_check_max_abs_diff  # the float64 check sees past that rounding
+    np.testing.assert_allclose(parts.head_shares().sum(axis=0), 1.0, rtol=1e-9)
+    assert not np.allclose(parts.contribution_shares(), parts.weights)  # value norms do reweight
+
+
+@pytest.mark.parametrize("name", ["minilm", "smollm2"])
+def test_the_float64_copy_takes_apart_the_same_computation(bundled, wide, name):
+    """The float64 layer is the float32 capture's layer at higher precision: same weights, same head shares."""
+    loaded, tokens, captured, reference = bundled(name)
+    layer = 24 if name == "smollm2" else 3
+    found = float64_layer(wide(name), tokens, layer)
+    assert found.weights.dtype == found.v.dtype == found.w_o.dtype == found.output.dtype == torch.float64
+    np.testing.assert_allclose(found.weights.numpy(), captured.layer(layer).attentions.numpy(), atol=1e-4)
+    np.testing.assert_allclose(found.output.numpy(), reference.attn_outputs[layer].numpy(), atol=1e-2, rtol=1e-3)
+    parts = found.parts()
+    assert parts.sum_check_ok and parts.sum_check_max_abs_diff <= 1e-5
+    float32_parts = layer_contributions(captured.layer(layer), reference.attn_outputs[layer])
+    np.testing.assert_allclose(parts.head_shares(), float32_parts.head_shares(), atol=1e-3)
 
 
 def test_smollm2_heads_share_their_value_head(bundled):
@@ -138,27 +172,25 @@ def test_smollm2_heads_share_their_value_head(bundled):
     assert [parts.kv_head(h) for h in range(9)] == [0, 0, 0, 1, 1, 1, 2, 2, 2]
 
 
-@pytest.mark.parametrize("name", ["minilm", "smollm2"])
-def test_the_check_is_not_lenient_a_slip_in_the_sum_fails_it(bundled, name):
-    loaded, _, captured, reference = bundled(name)
-    layer = captured.layer(1)
-    w_o, b_o = layer.projection.w_o, layer.projection.b_o
-    model_output = reference.attn_outputs[1]
+@pytest.mark.parametrize(("name", "index"), [("minilm", 1), ("smollm2", 24)])
+def test_the_check_is_not_lenient_a_slip_in_the_sum_fails_it(bundled, wide, name, index):
+    """The raw float64 check on the float64 copy's own layer: right, it passes; each slip misses by far."""
+    tokens = bundled(name)[1]
+    layer = float64_layer(wide(name), tokens, index)
+    weights, v, w_o, b_o = layer.weights, layer.v, layer.w_o, layer.b_o
+    assert layer.parts().sum_check_max_abs_diff <= 1e-5
     slips = {  # each a mistake one could make taking the block apart
-        "value heads in the wrong order": (layer.attentions, layer.v.roll(1, dims=0), w_o, b_o),
-        "W^O's heads in the wrong order": (layer.attentions, layer.v, w_o.roll(w_o.shape[0] // 3, dims=0), b_o),
-        "one head left out": (
-            layer.attentions * (torch.arange(layer.attentions.shape[0]) != 1)[:, None, None],
-            layer.v,
-            w_o,
-            b_o,
-        ),
+        "value heads in the wrong order": (weights, v.roll(1, dims=0), w_o, b_o),
+        "W^O's heads in the wrong order": (weights, v, w_o.roll(w_o.shape[0] // 3, dims=0), b_o),
+        "one head left out": (weights * (torch.arange(weights.shape[0]) != 1)[:, None, None], v, w_o, b_o),
     }
     if b_o is not None:
-        slips["b^O left out"] = (layer.attentions, layer.v, w_o, None)
+        slips["b^O left out"] = (weights, v, w_o, None)
+    assert ("b^O left out" in slips) == (name == "minilm")  # BERT has b^O; Llama has none
     for slip, args in slips.items():
-        wrong = contributions(*args, model_output=model_output)
-        assert wrong.sum_check_scaled_diff > 1e-3, (name, slip, wrong.sum_check_scaled_diff)
+        wrong = contributions(*args, model_output=layer.output)
+        assert wrong.sum_check_max_abs_diff > 1e-3, (name, slip, wrong.sum_check_max_abs_diff)
+        assert not wrong.sum_check_ok
 
 
 # --- ablation ------------------------------------------------------------------------------------------
@@ -248,6 +280,13 @@ def test_direct_logits_through_a_layer_norm_with_bias(tmp_path):
     reference = reference_run(loaded, tokens)
     parts = layer_contributions(capture(loaded, tokens).layer(0), reference.attn_outputs[0])
     assert parts.sum_check_ok and parts.bias is not None and np.abs(parts.bias).max() > 0  # c_proj's bias
+    checked = sum_check_float64(float64_copy(loaded), tokens)  # GPT-2's fused c_attn and Conv1D W^O, in float64
+    assert list(checked) == [0, 1] and max(checked.values()) <= 1e-12
+    no_bias = float64_layer(float64_copy(loaded), tokens, 0)
+    assert (
+        contributions(no_bias.weights, no_bias.v, no_bias.w_o, None, model_output=no_bias.output).sum_check_max_abs_diff
+        > 1e-3
+    )
     dla = direct_logit_attribution(loaded, reference, parts, tokens.length - 1)
     assert dla.bias != 0.0 and dla.constant != 0.0  # b^O's term; ln_f's bias through the unembedding
     assert dla.check <= 1e-4 * max(1.0, abs(dla.logit))
@@ -268,6 +307,8 @@ def test_cli_json_minilm(capsys):
     report = json.loads(capsys.readouterr().out)
     assert status == 0 and report["ok"] is True
     assert report["sum_check_max_abs_diff"] <= 1e-5 and report["layer"] == 1
+    assert report["sum_check_precision"] == "float64" and "sum_check_scaled_diff" not in report
+    assert 0 <= report["sum_check_max_abs_diff"] < report["sum_check_float32_max_abs_diff"] < 1e-5
     assert len(report["heads"]) == 12 and report["ablation"] == "zero"
     first = report["heads"][0]
     assert {"weight_share", "contribution_share", "ablation_effect", "output_share"} <= set(first)
@@ -278,10 +319,13 @@ def test_cli_json_minilm(capsys):
 
 
 def test_cli_json_smollm2_has_the_next_token_and_direct_logits(capsys):
-    argv = ["contributions", "--model", "smollm2", "--text", "The capital of France is", "--layer", "4", "--json"]
+    argv = ["contributions", "--model", "smollm2", "--text", "The capital of France is", "--layer", "24", "--json"]
     status = cli.main([*argv, "--ablation", "mean"])
     report = json.loads(capsys.readouterr().out)
     assert status == 0 and report["num_kv_heads"] == 3 and len(report["heads"]) == 9
+    # the layer whose outputs reach ~180: the raw float64 check passes where float32's rounding alone is 5e-5
+    assert report["ok"] is True and report["sum_check_max_abs_diff"] <= 1e-5
+    assert report["sum_check_float32_max_abs_diff"] > 1e-5 > report["sum_check_max_abs_diff"]
     assert report["ablation"] == "mean" and "direct_logit" in report["heads"][0]
     assert report["next_token"]["text"] and report["direct_logit_attribution"]["reconstruction_diff"] < 1e-3
 
@@ -359,7 +403,9 @@ def test_the_view_draws_on_minilm_and_explains_scratch():
     at.run()
     assert not at.exception and not at.error, ([e.message for e in at.exception], [e.value for e in at.error])
     assert at.radio(key="ablation").value == "mean" and at.radio(key="contribution_mode").value == "weights"
-    assert any(m.label.startswith("Σ heads") for m in at.metric)
+    (check,) = [m for m in at.metric if m.label.startswith("Σ heads")]
+    assert check.label.endswith("(float64)") and float(check.value) <= 1e-5  # the raw float64 number
+    assert "float64 copy" in check.proto.help and "for information only" in check.proto.help
     drawn = len(at.get("plotly_chart"))
     assert drawn == 4  # grid, row, head shares, this layer's ablation
     slides = [b for b in at.get("download_button") if b.proto.label.startswith("⬇ Export this view for slides")]

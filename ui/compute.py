@@ -143,6 +143,21 @@ def load_model(name: str):
         return pipeline.load(TraceRequest(model=name), models_dir=folder, allow_local=folder is not None)
 
 
+FLOAT64_TTL_S = 600.0  # a float64 copy unused for this long is let go
+
+
+@st.cache_resource(max_entries=1, ttl=FLOAT64_TTL_S, show_spinner=False)
+def float64_model(name: str):
+    """A float64 CPU copy of the model (``kvcache_checks.float64_copy``) for the sum check of the head
+    contributions: made once per model, not per input or rerun (SmolLM2's takes seconds and holds about
+    1.1 GB), and only one in the whole server (another model's copy replaces it), let go after 10 minutes."""
+    from attention_core.kvcache_checks import float64_copy
+
+    loaded = load_model(name)
+    with heavy():
+        return float64_copy(loaded)
+
+
 def capture(name: str, text: str, max_tokens: int, pad_to: int):
     """The model run once on this text with hooks: shared by every session asking for the same input."""
 

@@ -157,21 +157,23 @@ def find_sites(model: nn.Module) -> tuple[str, tuple[AttentionSite, ...]]:
     return "other", ()
 
 
-def _linear_weight(module: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _linear_weight(module: nn.Module, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(D_in, D_out) weight and bias of an nn.Linear (weight stored (out, in)) or a Conv1D (stored (in, out)).
 
-    Detached, on the CPU: views of the model's own parameters when it runs on the CPU (read-only), copies otherwise.
+    Detached, on the CPU, in ``dtype``: views of the model's own parameters when it runs on the CPU in that
+    dtype (read-only), copies otherwise.
     """
-    weight = module.weight.detach().to("cpu", torch.float32)
+    weight = module.weight.detach().to("cpu", dtype)
     weight = weight.T if isinstance(module, nn.Linear) else weight  # (D_in, D_out)
     bias = getattr(module, "bias", None)
-    return weight, None if bias is None else bias.detach().to("cpu", torch.float32)
+    return weight, None if bias is None else bias.detach().to("cpu", dtype)
 
 
-def projection_weights(site: AttentionSite) -> ProjectionWeights:
-    """The layer's own W^Q (D, H*E), W^K (D, Hkv*E), W^V (D, Hkv*Ev), W^O (H*Ev, D), biases; CPU, read-only."""
+def projection_weights(site: AttentionSite, dtype: torch.dtype = torch.float32) -> ProjectionWeights:
+    """The layer's own W^Q (D, H*E), W^K (D, Hkv*E), W^V (D, Hkv*Ev), W^O (H*Ev, D), biases; CPU, read-only,
+    in ``dtype`` (float64 for a float64 copy of the model)."""
     if site.fused is not None:
-        weight, bias = _linear_weight(site.fused)  # (D, H*E + 2*Hkv*E)
+        weight, bias = _linear_weight(site.fused, dtype)  # (D, H*E + 2*Hkv*E)
         q_width, kv_width = site.num_heads * site.head_dim, site.num_kv_heads * site.head_dim
         w_q, w_k, w_v = weight.split((q_width, kv_width, kv_width), dim=1)  # (D, H*E), (D, Hkv*E), (D, Hkv*Ev)
         b_q, b_k, b_v = (None, None, None) if bias is None else bias.split((q_width, kv_width, kv_width))
@@ -182,8 +184,8 @@ def projection_weights(site: AttentionSite) -> ProjectionWeights:
             if hasattr(owner, "q_proj")
             else (("q_lin", "k_lin", "v_lin") if hasattr(owner, "q_lin") else ("query", "key", "value"))
         )
-        (w_q, b_q), (w_k, b_k), (w_v, b_v) = (_linear_weight(getattr(owner, n)) for n in names)
-    w_o, b_o = _linear_weight(site.w_out) if site.w_out is not None else (None, None)
+        (w_q, b_q), (w_k, b_k), (w_v, b_v) = (_linear_weight(getattr(owner, n), dtype) for n in names)
+    w_o, b_o = _linear_weight(site.w_out, dtype) if site.w_out is not None else (None, None)
     return ProjectionWeights(
         w_q=w_q,
         w_k=w_k,
