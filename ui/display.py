@@ -13,6 +13,7 @@ from attention_core.request import TraceRequest
 from viz.display import DisplayMap, display_map, query_set_bars, query_set_row, special_positions
 from viz.heads import head_grid
 from viz.labels import escape_label, plain_labels
+from viz.query_shown import QueryRowShown, query_row_as_shown, query_shown_figure
 from viz.scores import attention_heatmap
 from viz.views import heads_source
 
@@ -132,6 +133,43 @@ def query_row_view(trace, settings: Settings, queries: tuple[int, ...]) -> tuple
     return fig, (row[None, :], [f"rows {what} summed"], plain_labels(view.col_labels)), note
 
 
+def query_step(trace, settings: Settings, query: int) -> QueryRowShown:
+    """The chosen head's step-through rows of ``query`` as the display options show them."""
+    head = trace.core.head(trace.head)
+    return query_row_as_shown(
+        head.scores,
+        head.scaled,
+        head.weights,
+        head.v,
+        trace.tokens,
+        trace.offsets,
+        query,
+        mask=head.mask,
+        hide_special=settings.hide_special,
+        words=settings.words,
+    )
+
+
+def query_step_view(trace, settings: Settings, query: int) -> tuple[go.Figure, tuple, QueryRowShown]:
+    """(figure, CSV data, rows): the query view's step-through as shown; the figure kept in the store."""
+    shown_rows = query_step(trace, settings, query)
+
+    def build() -> go.Figure:
+        return query_shown_figure(
+            shown_rows,
+            query_index=query,
+            fixed_range=settings.fixed_range,
+            show_values=settings.show_values or None,
+            theme=settings.theme,
+        )
+
+    key = ("display_query", compute.numbers_key(settings.request()), trace.head, query, _key(settings))
+    fig = compute.store().get(key, build, _figure_bytes)
+    with_output = np.vstack([shown_rows.contributions, shown_rows.output[None, :]])  # (C + 1, Ev)
+    dims = [str(d) for d in range(with_output.shape[1])]
+    return fig, (with_output, [*plain_labels(shown_rows.key_labels), "output"], dims), shown_rows
+
+
 def induction(model: str) -> np.ndarray:
     """(layers, H) induction scores of the model: one forward on a repeated random sequence, once per model."""
     from attention_core.head_roles import model_induction_scores
@@ -185,6 +223,9 @@ def export_extras(trace, settings: Settings, views: str) -> dict:
     if active(settings) and "heads" in chosen:
         figures["head_grid_as_shown"] = grid_view(trace, settings)
     queries = tuple(j for j in settings.query_set if j < len(trace.tokens))  # a link's set may outrun the text
+    if active(settings) and "query" in chosen:
+        query = min(settings.query, len(trace.tokens) - 1)
+        figures["query_as_shown"], matrices["query_as_shown"], _ = query_step_view(trace, settings, query)
     if "query" in chosen and (queries or active(settings)):
         figures["query_set"], matrices["query_set"], _ = query_row_view(
             trace, settings, queries or (min(settings.query, len(trace.tokens) - 1),)

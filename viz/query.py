@@ -4,6 +4,8 @@ Four panels share the key axis (keys left to right): bars of the raw scores, bar
 scores, bars of the softmax weights, and a heatmap of each key's contribution α_j v_j (rows =
 value dimensions, columns = keys) with the output row Σ_j α_j v_j as an extra column on the right.
 Blocked keys are grey bars in the score panels, "×" markers at 0 in the weight panel.
+``step_panels`` draws the four panels; ``viz.query_shown`` uses it for the row as the display options show
+it, where the score panels may keep token keys on their own axis while the weights are merged into words.
 """
 
 from __future__ import annotations
@@ -54,8 +56,10 @@ def _score_bars(fig: go.Figure, rows, positions: np.ndarray, colours: list[str],
         fig.add_hline(y=0, line=dict(color="#444", width=1), row=row, col=1)
 
 
-def _weight_bars(fig: go.Figure, weights_row, blocked: np.ndarray, positions: np.ndarray, names, show: bool) -> None:
-    """Panel 3: bars of the softmax weights, "×" at 0 for blocked keys, y from 0 to 1.15."""
+def _weight_bars(
+    fig: go.Figure, weights_row, blocked: np.ndarray, positions: np.ndarray, names, show: bool, top: float = 1.0
+) -> None:
+    """Panel 3: bars of the softmax weights, "×" at 0 for blocked keys, y from 0 to 1.15 × ``top``."""
     weights_shown = np.where(blocked, np.nan, weights_row)
     fig.add_trace(
         go.Bar(
@@ -93,7 +97,7 @@ def _weight_bars(fig: go.Figure, weights_row, blocked: np.ndarray, positions: np
             row=3,
             col=1,
         )
-    fig.update_yaxes(range=[0, 1.15], row=3, col=1)
+    fig.update_yaxes(range=[0, 1.15 * top], row=3, col=1)
 
 
 def _contribution_panel(fig: go.Figure, contributions: np.ndarray, key_tokens: list[str]) -> None:
@@ -140,6 +144,58 @@ def _contribution_panel(fig: go.Figure, contributions: np.ndarray, key_tokens: l
     style_axis(fig, "y", dims, title="value dim", row=4, col=1)
 
 
+STEP_TITLES = (
+    "1. raw score  q<sub>i</sub>·k<sub>j</sub>",
+    "2. scaled score  (grey = key masked)",
+    "3. softmax weight  α<sub>ij</sub>",
+    "4. contribution  α<sub>ij</sub> v<sub>j</sub>  (rows = value dims)  and output  Σ<sub>j</sub> α<sub>ij</sub> v<sub>j</sub>",
+)
+
+
+def step_panels(
+    score_rows: Sequence[tuple[str, np.ndarray]],
+    weights_row: np.ndarray,
+    blocked: np.ndarray,
+    contributions: np.ndarray,
+    key_tokens: list[str],
+    *,
+    show: bool,
+    titles: Sequence[str] = STEP_TITLES,
+    score_keys: tuple[list[str], np.ndarray] | None = None,
+    weight_top: float = 1.0,
+) -> go.Figure:
+    """The four panels of a step-through, validated inputs only (no title, no theme).
+
+    ``score_rows`` (("q·k", scores (K,)), ("scaled", scaled (K,))), ``weights_row`` (C,), ``blocked`` (C,), ``contributions``
+    (C, Ev), ``key_tokens`` (C,). ``score_keys`` = (labels (K,), blocked (K,)) when the score panels have keys
+    of their own (words: weights are merged, scores are not): panels 1-2 then share their own key axis,
+    panels 3-4 theirs. ``weight_top``: panel 3's axis reaches 1.15 × this (1: weights on 0..1).
+    """
+    split = score_keys is not None
+    fig = make_subplots(
+        rows=4,
+        cols=1,
+        shared_xaxes=not split,
+        vertical_spacing=0.09 if split else 0.06,
+        row_heights=[0.17, 0.17, 0.17, 0.49],
+        subplot_titles=tuple(titles),
+    )
+    score_tokens, score_blocked = score_keys if split else (key_tokens, blocked)
+    score_colours = [MASK_COLOUR if b else ALLOWED_COLOUR for b in score_blocked]
+    score_names = hover_labels(score_tokens)
+    _score_bars(fig, score_rows, np.arange(len(score_tokens)), score_colours, score_names, show)
+    _weight_bars(fig, weights_row, blocked, np.arange(len(key_tokens)), hover_labels(key_tokens), show, weight_top)
+    _contribution_panel(fig, contributions, key_tokens)  # (C, Ev) α_j v_j
+    for row in (1, 2, 3):
+        fig.update_xaxes(showgrid=False, row=row, col=1)
+        fig.update_yaxes(showgrid=True, zeroline=False, row=row, col=1)
+    if split:  # x (panel 1) follows x2 (panel 2, token keys); x3 (panel 3) follows x4 (panel 4, the keys shown)
+        fig.update_xaxes(matches="x2", showticklabels=False, row=1, col=1)
+        style_axis(fig, "x", len(score_tokens), tokens=score_tokens, row=2, col=1)  # token keys: the titles say so
+        fig.update_xaxes(matches="x4", showticklabels=False, row=3, col=1)
+    return fig
+
+
 def query_step_figure(
     scores_row,
     scaled_row,
@@ -168,30 +224,10 @@ def query_step_figure(
     mask_row = as_mask("mask_row", mask_row, (keys,))
     blocked = ~np.isfinite(weights_row) if mask_row is None else (~mask_row | ~np.isfinite(weights_row))
     show = (keys <= BAR_TEXT_MAX) if show_values is None else bool(show_values)
-
-    fig = make_subplots(
-        rows=4,
-        cols=1,
-        shared_xaxes=True,
-        vertical_spacing=0.06,
-        row_heights=[0.17, 0.17, 0.17, 0.49],
-        subplot_titles=(
-            "1. raw score  q<sub>i</sub>·k<sub>j</sub>",
-            "2. scaled score  (grey = key masked)",
-            "3. softmax weight  α<sub>ij</sub>",
-            "4. contribution  α<sub>ij</sub> v<sub>j</sub>  (rows = value dims)"
-            "  and output  Σ<sub>j</sub> α<sub>ij</sub> v<sub>j</sub>",
-        ),
+    contributions = query_contributions(weights_row, values)  # (S, Ev) α_j v_j
+    fig = step_panels(
+        (("q·k", scores_row), ("scaled", scaled_row)), weights_row, blocked, contributions, key_tokens, show=show
     )
-    positions = np.arange(keys)
-    colours = [MASK_COLOUR if b else ALLOWED_COLOUR for b in blocked]
-    names = hover_labels(key_tokens)
-    _score_bars(fig, (("q·k", scores_row), ("scaled", scaled_row)), positions, colours, names, show)
-    _weight_bars(fig, weights_row, blocked, positions, names, show)
-    _contribution_panel(fig, query_contributions(weights_row, values), key_tokens)  # (S, Ev) α_j v_j
-    for row in (1, 2, 3):
-        fig.update_xaxes(showgrid=False, row=row, col=1)
-        fig.update_yaxes(showgrid=True, zeroline=False, row=row, col=1)
     label = visible_label(query_token, 24)
     where = "" if query_index is None else f" {query_index}"
     fig.update_layout(

@@ -1,4 +1,5 @@
-"""View 5: one query token's row, step by step: q.k_j, scaled, softmax, and each key's share of V."""
+"""View 5: one query token's row, step by step: q.k_j, scaled, softmax, and each key's share of V; with the
+display options on (hidden special keys, words, own weight range) as `viz.query_shown` shows it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import streamlit as st
 from attention_core.readouts import top_keys
 from attention_core.traces import ModelTrace
 from viz.labels import plain_labels
+from viz.query_shown import QueryRowShown
 from viz.views import matrices_for_trace
 
 from .. import compute, display, live_temperature
@@ -31,11 +33,25 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         help="Follow this token's row through every step.",
     )
     i = int(st.session_state["query"])
-    st.subheader(f"Query {i} '{plain(labels[i], 60)}' in layer {trace.layer}, head {trace.head}")
+    as_shown = display.query_step_view(trace, settings, i) if display.active(settings) else None
+    what = f"Query {i} '{plain(labels[i], 60)}'"
+    if as_shown is not None and as_shown[2].words:
+        what = f"Query word '{plain(as_shown[2].query_label, 60)}' (token {i})"
+    st.subheader(f"{what} in layer {trace.layer}, head {trace.head}")
     st.latex(
         r"e_{ij} = q_i \cdot k_j \;\rightarrow\; \tilde{e}_{ij} = e_{ij}\cdot s \;\rightarrow\; "
         r"\alpha_{ij} = \mathrm{softmax}_j(\tilde{e}_{ij}) \;\rightarrow\; o_i = \sum_j \alpha_{ij} v_j"
     )
+    if as_shown is not None:
+        _step_as_shown(*as_shown)
+    else:
+        _step(trace, settings, labels, i)
+    query_set(trace, settings, labels, i)
+    live_temperature.section(trace.core.head(trace.head), labels, i, fill=settings.fill, view="query")
+
+
+def _step(trace: ModelTrace, settings: Settings, labels: list[str], i: int) -> None:
+    """The step-through as computed (no display option on): the view's shared, prefetched figure."""
     figs = compute.figures(
         trace,
         settings.request(),
@@ -50,8 +66,17 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     head = trace.core.head(trace.head)
     top = top_keys(head.weights[i], 3)
     st.caption("Largest weights: " + ", ".join(f"'{plain(labels[j], 60)}' ({head.weights[i, j]:.3f})" for j in top))
-    query_set(trace, settings, labels, i)
-    live_temperature.section(head, labels, i, fill=settings.fill, view="query")
+
+
+def _step_as_shown(fig, data: tuple, shown: QueryRowShown) -> None:
+    """The step-through as the display options show it (hidden special keys, words, own weight range)."""
+    figure(fig, "query", data)
+    top = top_keys(shown.weights, 3)
+    keys = "key words" if shown.words else "keys"
+    st.caption(
+        f"Largest weights ({keys} as shown): "
+        + ", ".join(f"'{plain(shown.key_labels[j], 60)}' ({shown.weights[j]:.3f})" for j in top)
+    )
 
 
 def query_set(trace: ModelTrace, settings: Settings, labels: list[str], query: int) -> None:
