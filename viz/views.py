@@ -276,7 +276,7 @@ def figures_for_trace(
     if view == "lines":
         if query is None:  # every head of the layer, flipped by a slider in the browser
             flip = attention_lines_flip(
-                np.asarray(trace.core.weights),
+                np.stack([np.asarray(trace.core.head(i).weights) for i in range(trace.core.num_heads)]),  # (H, L, S)
                 tokens,
                 tokens,
                 layer=trace.layer,
