@@ -191,7 +191,13 @@ def _heads_figures(
             attentions[layer], tokens, tokens, mask=source.mask, layer=trace.layer, selected=h, theme=theme
         ),
         "head_flip": head_flip(
-            attentions[layer], tokens, tokens, layer=trace.layer, start=h, mask=source.mask, theme=theme
+            attentions[layer],
+            tokens,
+            tokens,
+            layer=trace.layer,
+            start=min(h, attentions.shape[1] - 1),
+            mask=source.mask,
+            theme=theme,
         ),
     }
     for name in _statistics(statistic):
