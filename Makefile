@@ -3,6 +3,8 @@
 #   make test   set up .venv (+ Debian chromium) and run ruff and the whole test suite
 PORT ?= 8501
 PYTEST_ARGS ?=
+# two pytest-xdist workers; tests/conftest.py says how the tests are shared out. PYTEST_WORKERS= runs in one process.
+PYTEST_WORKERS ?= -n 2 --dist loadfile --no-loadscope-reorder
 
 .PHONY: setup setup-browser run test lint bench verify export clean
 
@@ -21,7 +23,7 @@ lint: setup
 
 
 test: setup-browser lint
-	.venv/bin/python -m pytest $(PYTEST_ARGS)
+	.venv/bin/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 bench: setup-browser
 	.venv/bin/python -m benchmarks $(BENCH_ARGS)

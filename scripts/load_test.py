@@ -112,7 +112,8 @@ async def _wait_change(page, before: str, timeout_s: float) -> str | None:
 async def _open(browser, url: str, sentence: str, view: str, timeout_s: float):
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
     page = await context.new_page()
-    await page.goto(f"{url}/?text={quote(sentence)}" + (f"&view={view}" if view != "derivation" else ""))
+    address = f"{url}/?text={quote(sentence)}" + (f"&view={view}" if view != "derivation" else "")
+    await page.goto(address, timeout=timeout_s * 1000)  # the same allowance as the first chart (not playwright's 30 s)
     signature = await _wait_change(page, "", timeout_s)
     return context, page, signature
 

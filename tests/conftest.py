@@ -27,6 +27,59 @@ def browser():
         b.close()
 
 
+# Parallel runs (pytest-xdist: `make test` passes -n 2 --dist loadfile --no-loadscope-reorder; a plain
+# `pytest` runs in one process). Each test module stays on one worker, so its module fixtures (a browser,
+# an app server, a loaded model) start once; the cases of the option walk share nothing and go one by
+# one to whichever worker is free; the two long tests that drive whole systems (the Docker image, ten
+# browser sessions for a minute) go one after the other on one worker, so that neither runs beside the
+# other (each needs the machine more than a worker of CPU tests does). The longest units are handed out
+# first, so that no long one ends the run alone. (xdist's own --dist loadgroup cannot do this under
+# pytest 9: its xdist_group marks are lost.)
+SPREAD = ("tests/test_app_options.py",)
+TOGETHER = {"tests/test_docker.py": "docker+load", "tests/test_load.py": "docker+load"}
+LONGEST_FIRST = (  # node id prefixes, longest first (durations of a full run on 2 cores)
+    "tests/test_docker.py",  # image build ~130 s, then the container checks
+    "tests/test_load.py",  # ten browser sessions for a minute
+    "tests/test_app_options.py::test_every_option_of_every_control[minilm-pitfalls]",
+    "tests/test_app_options.py::test_every_option_of_every_control[smollm2-derivation]",
+    "tests/test_app_options.py::test_every_option_of_every_control[smollm2-pitfalls]",
+    "tests/test_app_options.py::test_every_option_of_every_control[scratch-pitfalls]",
+    "tests/test_app_options.py::test_every_option_of_every_control[minilm-derivation]",
+    "tests/test_app_options.py::test_every_option_of_every_control[scratch-derivation]",
+    "tests/test_hardening_text.py",
+    "tests/test_pretrained_bundled.py",
+    "tests/test_benchmarks_smoke.py",
+    "tests/test_longcontext_browser.py",
+    "tests/test_cli_json.py",
+    "tests/test_browser.py",
+    "tests/test_kvcache.py",
+    "tests/test_app_options.py::test_every_option_of_every_control[smollm2-contributions]",
+    "tests/test_app_options.py::test_every_option_of_every_control[minilm-contributions]",
+)
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """--dist loadfile, but each test of a SPREAD module is a unit of its own and the TOGETHER modules share one."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ModuleScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return nodeid if module in SPREAD else TOGETHER.get(module, module)
+
+    return ModuleScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config, items):
+    """On an xdist worker, longest first (the stable sort keeps the rest in their order); with
+    --no-loadscope-reorder the workers take units in this order."""
+    if hasattr(config, "workerinput"):
+        rank = {prefix: i for i, prefix in enumerate(LONGEST_FIRST)}
+        items.sort(key=lambda item: next((i for p, i in rank.items() if item.nodeid.startswith(p)), len(rank)))
+
+
 @pytest.fixture(scope="module")
 def url():
     with streamlit_app() as base:
