@@ -144,6 +144,7 @@ STATE = """() => { const L = window.__lens || {}; return {now: performance.now()
   firstChartAt: L.firstChartAt, running: !!document.querySelector('[data-testid="stStatusWidget"]'),
   plots: document.querySelectorAll('.js-plotly-plot').length,
   errors: document.querySelectorAll('[data-testid="stException"], [data-testid="stAlertContentError"]').length}; }"""
+IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
 ARM = "() => { const L = window.__lens; L.armed = true; L.inputAt = null; L.changes = 0; L.afterplots = 0; }"
 TOKENS = """() => { for (const m of document.querySelectorAll('[data-testid="stMetric"]')) {
   const label = m.querySelector('[data-testid="stMetricLabel"]'), value = m.querySelector('[data-testid="stMetricValue"]');
@@ -354,10 +355,15 @@ class Page:
         """Click step ``head`` of the plotly slider of the Heads view's flip chart (a change in the browser
         alone: no server run is expected, so the page settles after ``NO_SERVER_S``); None if missing."""
         chart = self.page.locator(".js-plotly-plot", has=self.page.locator(".slider-container")).first
-        if chart.count() == 0:
+        try:  # the view may still be drawing after the switch to it: wait for the chart and an idle page
+            chart.wait_for(state="attached", timeout=self.timeout_s * 1e3)
+            self.page.wait_for_function(IDLE, timeout=self.timeout_s * 1e3, polling=100)
+        except Exception:  # noqa: BLE001 - no flip chart on this page: reported as n/a
             return None
-        chart.scroll_into_view_if_needed()
-        steps = chart.locator(".slider-container").get_by_text(str(head), exact=True)
+        slider = chart.locator(".slider-container").first
+        slider.scroll_into_view_if_needed()  # boxes are viewport coordinates: the slider must be on screen
+        self.page.wait_for_timeout(300)
+        steps = slider.get_by_text(str(head), exact=True)
         rail = chart.locator(".slider-rail-touch-rect").first.bounding_box()
         if steps.count() == 0 or rail is None:
             return None

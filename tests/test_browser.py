@@ -94,3 +94,37 @@ def test_phone_width_has_no_horizontal_overflow(browser, url):
     page.screenshot(path=str(SHOTS / "phone.png"))
     assert overflow <= 1, f"page is {overflow}px wider than the phone screen"
     page.close()
+
+
+FLIP_STATE = """() => { const g = [...document.querySelectorAll('.js-plotly-plot')]
+    .find(el => el.layout && el.layout.sliders && el.data.some(t => t.name === 'head 0'));
+  if (!g) return null;
+  return {title: g.layout.title.text, shown: g.data.filter(t => t.visible === true && t.name.startsWith('head '))
+          .map(t => t.name)}; }"""
+
+
+def test_heads_flip_in_the_browser_without_a_server_run(browser, url):
+    """The Heads view's one-head-at-a-time chart switches heads from its own slider: the shown trace and the
+    title change in the page, and the server runs no script (no websocket message arrives)."""
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    page.goto(url + "/?view=heads")
+    wait_idle(page)
+    no_errors(page)
+    assert page.evaluate(FLIP_STATE)["shown"] == ["head 0"]
+    received = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: received.append(frame)))
+    chart = page.locator(".js-plotly-plot", has=page.locator(".slider-container")).first
+    slider = chart.locator(".slider-container").first
+    slider.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    rail = chart.locator(".slider-rail-touch-rect").first.bounding_box()
+    step = slider.get_by_text("3", exact=True).first.bounding_box()
+    page.mouse.click(step["x"] + step["width"] / 2, rail["y"] + rail["height"] / 2)
+    page.wait_for_function("() => (" + FLIP_STATE + ")().shown[0] === 'head 3'", timeout=10000)
+    state = page.evaluate(FLIP_STATE)
+    assert state["shown"] == ["head 3"] and "head 3" in state["title"]
+    page.wait_for_timeout(1000)
+    assert received == []  # switched in the browser alone
+    no_errors(page)
+    chart.screenshot(path=str(SHOTS / "heads-flip.png"))
+    page.close()
