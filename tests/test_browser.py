@@ -126,5 +126,7 @@ def test_heads_flip_in_the_browser_without_a_server_run(browser, url):
     page.wait_for_timeout(1000)
     assert received == []  # switched in the browser alone
     no_errors(page)
+    chart.evaluate("el => el.scrollIntoView({block: 'center'})")  # the whole chart on screen, title included
+    page.wait_for_timeout(300)
     chart.screenshot(path=str(SHOTS / "heads-flip.png"))
     page.close()
