@@ -131,12 +131,12 @@ def _contribution_panel(fig: go.Figure, contributions: np.ndarray, key_tokens: l
         row=4,
         col=1,
     )
-    fig.add_annotation(
+    fig.add_annotation(  # under the column (above it, it would run into the panel's title)
         x=(left + right) / 2,
-        y=-0.5,
+        y=dims - 0.5,
         xref="x4",
         yref="y4",
-        yanchor="bottom",
+        yanchor="top",
         text="output",
         showarrow=False,
     )
