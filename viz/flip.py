@@ -105,12 +105,6 @@ def head_steps(owners: Sequence[int | None], titles: Sequence[str], extra: Seque
     ]
 
 
-def _visible(h: int, heads: int, shared: bool) -> list[bool]:
-    """Trace visibility with head ``h`` shown: the heads' maps, then one shared overlay or one per head."""
-    maps = [i == h for i in range(heads)]
-    return maps + ([True] if shared else maps)
-
-
 def _title(layer: int, h: int, rows: int, cols: int, block: int) -> str:
     shape = f"{rows} queries × {cols} keys" if block == 1 else f"{rows} × {cols}, means of {block}×{block} blocks"
     return f"Layer {layer}, head {h}: softmax weights   ({shape})"
@@ -164,19 +158,11 @@ def head_flip(
             _overlay(empty, x_labels, y_labels, "every head" if shared else f"head {h}", shared or h == start)
         )
     tops = [_top(shown) for shown, _, _ in maps]  # each head's colour scale: 0 to its largest shown value
-    steps = [
-        dict(
-            method="update",
-            label=str(h),
-            args=[
-                {"visible": _visible(h, heads, shared)},
-                {"title.text": _title(layer, h, rows, cols, block), "coloraxis.cmax": tops[h]},
-            ],
-        )
-        for h in range(heads)
-    ]
+    owners = [*range(heads), *([None] if shared else range(heads))]  # the trace order above
+    titles = [_title(layer, h, rows, cols, block) for h in range(heads)]
+    steps = head_steps(owners, titles, [{"coloraxis.cmax": top} for top in tops])
     fig.update_layout(
-        title_text=_title(layer, start, rows, cols, block),
+        title_text=titles[start],
         height=HEIGHT,
         coloraxis=colour_axis("sequential", title="weight<br>(0 to this<br>head's max)", zmin=0.0, zmax=tops[start]),
         xaxis=_axis(key_tokens, x_labels, block, "key", reverse=False),
