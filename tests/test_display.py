@@ -179,3 +179,5 @@ def test_the_app_shows_display_notes_and_head_roles():
     grid = next(t for t in titles if "all 12 heads" in t)
     assert "rows renormalised after hiding [CLS], [SEP]" in grid and "keys summed, queries averaged" in grid
     assert any(t.startswith("Head roles") for t in titles)
+    # the flip chart shows every token, and says the display options apply to the grid only
+    assert any("display options apply to the grid above" in c.value for c in at.caption)

@@ -44,7 +44,14 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     flip_box = st.expander(FLIP_LABEL, expanded=True, key="open_flip", on_change="rerun")
     if flip_box.open:
         with flip_box:
-            st.caption(FLIP_HELP)
+            st.caption(
+                FLIP_HELP
+                + (
+                    " This chart shows every token as the model saw it: the display options apply to the grid above."
+                    if display.active(settings)
+                    else ""
+                )
+            )
             figure(figs["head_flip"], "head_flip")
     name = f"overview_{settings.statistic}"
     st.markdown(
