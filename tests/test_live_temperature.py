@@ -27,7 +27,6 @@ import torch
 from attention_core.analysis import row_entropy
 from attention_core.sdpa import scaled_dot_product_attention
 from attention_core.traces import HeadTrace
-from tests.browser import CHROMIUM_ARGS, chromium_path
 from ui import live_temperature as lt
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -106,23 +105,16 @@ TO_BYTES = """(a) => { const out = {...a};
 
 
 @pytest.fixture(scope="module")
-def page():
-    path = chromium_path()
-    if not path:
-        pytest.skip("Debian chromium is not installed (make test installs it: apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
-        pg = browser.new_page(viewport={"width": 900, "height": 900})
-        pg.add_init_script(
-            "window.__sent = []; window.addEventListener('message', e => "
-            "{ if (e.data && e.data.isStreamlitMessage) window.__sent.push(e.data); });"
-        )
-        pg.goto(INDEX.as_uri())
-        pg.wait_for_function("window.liveTemperature !== undefined")
-        yield pg
-        browser.close()
+def page(browser):  # tests/conftest.py's Chromium
+    pg = browser.new_page(viewport={"width": 900, "height": 900})
+    pg.add_init_script(
+        "window.__sent = []; window.addEventListener('message', e => "
+        "{ if (e.data && e.data.isStreamlitMessage) window.__sent.push(e.data); });"
+    )
+    pg.goto(INDEX.as_uri())
+    pg.wait_for_function("window.liveTemperature !== undefined")
+    yield pg
+    pg.close()
 
 
 @pytest.mark.browser

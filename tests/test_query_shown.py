@@ -19,22 +19,13 @@ import numpy as np
 import pytest
 import torch
 
+from tests.test_display import BERT_OFFSETS as OFFSETS  # the five-token example, defined once
+from tests.test_display import BERT_TOKENS as TOKENS
+from tests.test_display import WEIGHTS
 from viz.display import display_map, special_positions, word_groups
 from viz.query import query_contributions
 from viz.query_shown import STRETCHED_NOTE, query_row_as_shown, query_shown_figure
 
-# "[CLS] token ·ization works [SEP]" as MiniLM labels it, with the tokenizer's character offsets
-TOKENS = ["[CLS]", "token", "·ization", "works", "[SEP]"]
-OFFSETS = [(0, 0), (0, 5), (5, 12), (13, 18), (0, 0)]
-WEIGHTS = np.array(
-    [
-        [0.5, 0.1, 0.1, 0.1, 0.2],
-        [0.4, 0.2, 0.2, 0.1, 0.1],
-        [0.2, 0.3, 0.1, 0.2, 0.2],
-        [0.6, 0.0, 0.1, 0.1, 0.2],
-        [0.1, 0.1, 0.1, 0.1, 0.6],
-    ]
-)
 SCORES = np.arange(25.0).reshape(5, 5)  # only averaged and sliced, never softmaxed here
 VALUES = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, 0.0], [0.0, 2.0]])  # (S, Ev)
 

@@ -55,6 +55,22 @@ def mask_rectangles(blocked: np.ndarray) -> list[tuple[int, int, int, int]]:
     return sorted(rectangles)
 
 
+def grey_cells(blocked: np.ndarray, x, y, *, name: str, **extra) -> go.Heatmap:
+    """``blocked`` (R, C) as a uint8 heatmap at columns ``x`` and rows ``y``: 1 = grey, 0 = transparent."""
+    return go.Heatmap(
+        z=blocked.astype(np.uint8),
+        x=x,
+        y=y,
+        colorscale=TRANSPARENT_GREY,
+        zmin=0,
+        zmax=1,
+        showscale=False,
+        hoverinfo="skip",
+        name=name,
+        **extra,
+    )
+
+
 def mask_overlay(blocked: np.ndarray, *, name: str = "masked") -> go.Scatter | go.Heatmap:
     """A trace painting the blocked cells grey: filled rectangles (a scatter with ``fill="toself"``).
 
@@ -65,17 +81,7 @@ def mask_overlay(blocked: np.ndarray, *, name: str = "masked") -> go.Scatter | g
     rectangles = mask_rectangles(blocked)
     if len(rectangles) > MASK_RECTANGLES_MAX:
         rows, cols = blocked.shape
-        return go.Heatmap(
-            z=blocked.astype(np.uint8),
-            x=np.arange(cols),
-            y=np.arange(rows),
-            colorscale=TRANSPARENT_GREY,
-            zmin=0,
-            zmax=1,
-            showscale=False,
-            hoverinfo="skip",
-            name=name,
-        )
+        return grey_cells(blocked, np.arange(cols), np.arange(rows), name=name)
     corners = np.empty((len(rectangles), 6, 2), dtype=np.float32)  # 5 corners + a NaN gap per rectangle
     for k, (r0, r1, c0, c1) in enumerate(rectangles):
         x0, x1, y0, y1 = c0 - 0.5, c1 + 0.5, r0 - 0.5, r1 + 0.5

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import plotly.graph_objects as go
 
-from .blocked import TRANSPARENT_GREY, blocked_cells
+from .blocked import blocked_cells, grey_cells
 
 
 def _block_tiles(values: np.ndarray, mask: np.ndarray | None, max_side: int) -> tuple[np.ndarray, int]:
@@ -87,17 +87,7 @@ def add_block_matrix(
     )
     if empty.any():
         fig.add_trace(
-            go.Heatmap(
-                z=empty.astype(np.uint8),
-                x=centres_c,
-                y=centres_r,
-                colorscale=TRANSPARENT_GREY,
-                zmin=0,
-                zmax=1,
-                showscale=False,
-                hoverinfo="skip",
-                name=f"{name} masked",
-            ),
+            grey_cells(empty, centres_c, centres_r, name=f"{name} masked"),
             row=row,
             col=col,
         )

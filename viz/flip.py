@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .blocked import TRANSPARENT_GREY
+from .blocked import grey_cells
 from .blocks import block_means
 from .checks import as_array, as_mask, check_labels
 from .heatmaps import colour_axis, tick_positions
@@ -65,22 +65,6 @@ def _axis(tokens: Sequence[str], labels: list[str], block: int, title: str, reve
     else:
         axis.update(tickmode="array", tickvals=[labels[p] for p in positions], ticktext=[labels[p] for p in positions])
     return axis
-
-
-def _overlay(empty: np.ndarray, x_labels: list[str], y_labels: list[str], whose: str, visible: bool) -> go.Heatmap:
-    """Blocked cells painted grey (uint8 0/1 on a transparent/grey scale)."""
-    return go.Heatmap(
-        z=empty.astype(np.uint8),
-        x=x_labels,
-        y=y_labels,
-        colorscale=TRANSPARENT_GREY,
-        zmin=0,
-        zmax=1,
-        showscale=False,
-        hoverinfo="skip",
-        name=f"{whose} masked",
-        visible=visible,
-    )
 
 
 def _top(shown: np.ndarray) -> float:
@@ -154,9 +138,8 @@ def head_flip(
             )
         )
     for h, (_, empty, _) in enumerate(maps[:1] if shared else maps):
-        fig.add_trace(
-            _overlay(empty, x_labels, y_labels, "every head" if shared else f"head {h}", shared or h == start)
-        )
+        whose = "every head" if shared else f"head {h}"
+        fig.add_trace(grey_cells(empty, x_labels, y_labels, name=f"{whose} masked", visible=shared or h == start))
     tops = [_top(shown) for shown, _, _ in maps]  # each head's colour scale: 0 to its largest shown value
     owners = [*range(heads), *([None] if shared else range(heads))]  # the trace order above
     titles = [_title(layer, h, rows, cols, block) for h in range(heads)]
