@@ -337,3 +337,12 @@ def test_themes():
     assert fig.layout.font.size == SPECS["screen"].font_size
     with pytest.raises(ValueError, match="unknown theme"):
         apply_theme(fig, "dark")
+
+
+@pytest.mark.parametrize("theme", sorted(SPECS))
+def test_theme_lets_tick_labels_overflow_so_plotly_does_not_measure_each(theme):
+    """Array ticks default to "hide past div" in plotly.js, which measures every label on each redraw; the
+    theme's template says "allow" for every axis (subplots included), unless a figure sets its own."""
+    fig = apply_theme(go.Figure(go.Heatmap(z=np.eye(3))).set_subplots(1, 2), theme)
+    assert fig.layout.template.layout.xaxis.ticklabeloverflow == "allow"
+    assert fig.layout.template.layout.yaxis.ticklabeloverflow == "allow"
