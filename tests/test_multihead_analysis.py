@@ -15,7 +15,7 @@ from attention_core.multihead import (
     multi_head_self_attention,
     split_heads,
 )
-from viz.stats import head_statistic
+from viz.stats import head_statistic, overview_matrix
 
 
 def test_split_merge_round_trip():
@@ -143,6 +143,23 @@ def test_head_statistics_by_hand():
     assert np.allclose(head_statistic(weights, "previous_token"), [0, 1, 0.25])
     assert np.allclose(head_statistic(weights, "first_token"), [0.25, 0.5, 0.25])
     assert np.allclose(head_statistic(weights, "distance"), [0, 0.75, np.mean([1.5, 1, 1, 1.5])])
+
+
+@pytest.mark.parametrize("statistic", ["entropy", "max_weight", "distance", "previous_token", "first_token"])
+def test_head_statistics_of_float32_weights_equal_a_float64_copy_bit_for_bit(statistic):
+    """The statistics read float32 weights without widening all of them first (max, the previous-token
+    diagonal and the first column widen only what they read): the numbers are exactly those of a float64
+    copy with non-finite cells as 0, the definition."""
+    rng = np.random.default_rng(3)
+    weights = rng.random((3, 4, 9, 11)).astype(np.float32)  # (layers, H, L, S)
+    weights /= weights.sum(-1, keepdims=True)
+    weights[0, 0, 5, :] = np.nan  # a fully masked row returned as NaN
+    weights[1, 2, 3, 2] = -np.inf
+    weights[2, 1, :, 0] = np.inf
+    wide = np.asarray(weights, dtype=np.float64)
+    wide = np.where(np.isfinite(wide), wide, 0.0)
+    assert np.array_equal(head_statistic(weights, statistic), head_statistic(wide, statistic))
+    assert np.array_equal(overview_matrix(weights, statistic), head_statistic(wide, statistic))
 
 
 @pytest.mark.parametrize("encoding", ["sinusoidal", "learned", "rotary", "alibi"])

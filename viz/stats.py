@@ -36,10 +36,16 @@ SHORT_NAMES: dict[str, str] = {
 }
 
 
-def _weights(weights) -> np.ndarray:
-    weights = np.asarray(weights, dtype=np.float64)
+def _checked(weights) -> np.ndarray:
+    weights = np.asarray(weights)
     if weights.ndim < 2:
         raise ValueError(f"weights must be (..., L, S), got shape {weights.shape}")
+    return weights
+
+
+def _weights(weights) -> np.ndarray:
+    """float64 weights with non-finite cells as 0."""
+    weights = _checked(weights).astype(np.float64, copy=False)
     return np.where(np.isfinite(weights), weights, 0.0)
 
 
@@ -57,7 +63,9 @@ def mean_entropy(weights) -> np.ndarray:
 
 def mean_max_weight(weights) -> np.ndarray:
     """(...): the largest weight of each row, averaged over rows."""
-    return _weights(weights).max(axis=-1).mean(axis=-1)
+    weights = _checked(weights)  # the max in the weights' own dtype: widening to float64 after it is exact
+    finite = np.where(np.isfinite(weights), weights, 0)
+    return finite.max(axis=-1).astype(np.float64).mean(axis=-1)
 
 
 def mean_distance(weights) -> np.ndarray:
@@ -70,18 +78,18 @@ def mean_distance(weights) -> np.ndarray:
 
 def previous_token_weight(weights) -> np.ndarray:
     """(...): w_{i,i-1} averaged over rows i = 1..L-1 (0 when there is no such row)."""
-    weights = _weights(weights)
+    weights = _checked(weights)
     rows, cols = weights.shape[-2:]
     count = min(rows - 1, cols)
     if count < 1:
         return np.zeros(weights.shape[:-2])
     i = np.arange(1, count + 1)
-    return weights[..., i, i - 1].mean(axis=-1)
+    return _weights(weights[..., i, i - 1, None])[..., 0].mean(axis=-1)  # only the cells read are widened
 
 
 def first_token_weight(weights) -> np.ndarray:
     """(...): w_{i,0} averaged over rows."""
-    return _weights(weights)[..., :, 0].mean(axis=-1)
+    return _weights(_checked(weights)[..., :, :1])[..., 0].mean(axis=-1)  # only the first column is widened
 
 
 STATISTIC_FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
