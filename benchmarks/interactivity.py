@@ -12,7 +12,8 @@ app.py`` of ``--app-dir`` / $ATTENTION_LENS_APP_DIR / this checkout, see ``bench
   ``--repeats`` times each (default 5), each on a value not shown before on that page:
   view-only: Head (+1 on the "Head" slider, keyboard ArrowRight), Query (Query inspector's "Query
   token" selectbox), View (the "View" segmented control: Heads & layers, Query inspector, Core vs
-  model, Derivation), Statistic (Heads & layers' "Statistic" selectbox), Flip (a click on the next head
+  model, Derivation), Statistic (the next of the statistic buttons above Heads & layers' overview chart, switched in the
+  browser alone; an older app's "Statistic" selectbox where there are no buttons), Flip (a click on the next head
   of the plotly slider inside Heads & layers' one-head-at-a-time chart: switched in the browser alone);
   recompute: scaling (the "Divide the scores by" radio), Temperature (slider, with scaling set to the
   temperature), Mask and Positional encoding (selectboxes), Fill (radio);
@@ -371,6 +372,25 @@ class Page:
         x, y = box["x"] + box["width"] / 2, rail["y"] + rail["height"] / 2
         return self.measure(lambda: self.page.mouse.click(x, y))
 
+    def statistic(self, step: int) -> dict | None:
+        """Click button ``step`` (mod their count) of the buttons above Heads & layers' overview chart, which
+        switch the statistic in the browser alone; None if missing (an app whose Statistic is a selectbox
+        is measured through ``change`` instead)."""
+        chart = self.page.locator(".js-plotly-plot", has=self.page.locator(".updatemenu-container")).first
+        try:
+            chart.wait_for(state="attached", timeout=10_000)
+            self.page.wait_for_function(IDLE, timeout=self.timeout_s * 1e3, polling=100)
+        except Exception:  # noqa: BLE001 - no buttons: the app's Statistic selectbox, if any
+            return self.change("Statistic", step)
+        chart.evaluate("el => el.scrollIntoView({block: 'center'})")
+        self.page.wait_for_timeout(300)
+        buttons = chart.locator(".updatemenu-button")
+        count = buttons.count()
+        if count < 2:
+            return None
+        target = buttons.nth(step % count)
+        return self.measure(lambda: target.click())
+
     def pick(self, label: str, option: str) -> dict | None:
         """Click the option named ``option`` of the radio group / segmented control ``label``; None if missing."""
         el = self.control(label)
@@ -435,6 +455,8 @@ def measure_page(
                         result = page.pick(label, VIEW_STEPS[i % len(VIEW_STEPS)])
                     elif name == "flip":
                         result = page.flip(i + 1)
+                    elif name == "statistic":
+                        result = page.statistic(i + 1)
                     else:
                         result = page.change(label, i + 1)
                     if result is None:

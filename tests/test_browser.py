@@ -96,6 +96,19 @@ def test_phone_width_has_no_horizontal_overflow(browser, url):
     page.close()
 
 
+def heads_page(browser, url):
+    """The Heads view, idle, with every websocket frame the page receives counted from before it loads (so
+    a test can tell a change made in the browser alone from one that ran the script)."""
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    received: list = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: received.append(frame)))
+    page.goto(url + "/?view=heads")
+    wait_idle(page)
+    no_errors(page)
+    assert received, "the page's websocket frames are not being counted"
+    return page, received
+
+
 FLIP_STATE = """() => { const g = [...document.querySelectorAll('.js-plotly-plot')]
     .find(el => el.layout && el.layout.sliders && el.data.some(t => t.name === 'head 0'));
   if (!g) return null;
@@ -106,13 +119,9 @@ FLIP_STATE = """() => { const g = [...document.querySelectorAll('.js-plotly-plot
 def test_heads_flip_in_the_browser_without_a_server_run(browser, url):
     """The Heads view's one-head-at-a-time chart switches heads from its own slider: the shown trace and the
     title change in the page, and the server runs no script (no websocket message arrives)."""
-    page = browser.new_page(viewport={"width": 1366, "height": 900})
-    page.goto(url + "/?view=heads")
-    wait_idle(page)
-    no_errors(page)
+    page, received = heads_page(browser, url)
     assert page.evaluate(FLIP_STATE)["shown"] == ["head 0"]
-    received = []
-    page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: received.append(frame)))
+    before = len(received)
     chart = page.locator(".js-plotly-plot", has=page.locator(".slider-container")).first
     slider = chart.locator(".slider-container").first
     slider.scroll_into_view_if_needed()
@@ -124,9 +133,35 @@ def test_heads_flip_in_the_browser_without_a_server_run(browser, url):
     state = page.evaluate(FLIP_STATE)
     assert state["shown"] == ["head 3"] and "head 3" in state["title"]
     page.wait_for_timeout(1000)
-    assert received == []  # switched in the browser alone
+    assert len(received) == before  # switched in the browser alone
     no_errors(page)
     chart.evaluate("el => el.scrollIntoView({block: 'center'})")  # the whole chart on screen, title included
     page.wait_for_timeout(300)
     chart.screenshot(path=str(SHOTS / "heads-flip.png"))
+    page.close()
+
+
+STATISTIC_STATE = """() => { const g = [...document.querySelectorAll('.js-plotly-plot')]
+    .find(el => el.layout && el.layout.updatemenus && el.data.some(t => t.name === 'overview_entropy'));
+  if (!g) return null;
+  return {title: g.layout.title.text, shown: g.data.filter(t => t.visible === true).map(t => t.name)}; }"""
+
+
+def test_overview_statistic_switches_in_the_browser_without_a_server_run(browser, url):
+    """The layer x head overview carries every statistic; its buttons switch the shown one (trace, title) in
+    the page, and the server runs no script."""
+    page, received = heads_page(browser, url)
+    assert page.evaluate(STATISTIC_STATE)["shown"] == ["overview_entropy"]
+    chart = page.locator(".js-plotly-plot", has=page.locator(".updatemenu-container")).first
+    chart.evaluate("el => el.scrollIntoView({block: 'center'})")
+    page.wait_for_timeout(300)
+    before = len(received)
+    chart.locator(".updatemenu-button", has_text="|i−j|").first.click()
+    page.wait_for_function("() => (" + STATISTIC_STATE + ")().shown[0] === 'overview_distance'", timeout=10000)
+    state = page.evaluate(STATISTIC_STATE)
+    assert state["shown"] == ["overview_distance"] and "distance" in state["title"]
+    page.wait_for_timeout(1000)
+    assert len(received) == before  # switched in the browser alone
+    no_errors(page)
+    chart.screenshot(path=str(SHOTS / "heads-statistic.png"))
     page.close()

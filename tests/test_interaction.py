@@ -57,7 +57,7 @@ def test_view_only_controls_never_recompute(counted):
     ok(at.run())
     at.segmented_control(key="view").set_value("heads")
     ok(at.run())
-    at.selectbox(key="statistic").set_value("distance")
+    at.session_state["statistic"] = "distance"  # a link's statistic: the overview chart starts there
     ok(at.run())
     assert calls == {"build_trace": 1, "capture_text": 1}
     assert {"head", "view", "query", "statistic", "pair_text", "contribution_mode", "ablation"} <= set(VIEW_ONLY)

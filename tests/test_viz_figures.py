@@ -346,3 +346,40 @@ def test_theme_lets_tick_labels_overflow_so_plotly_does_not_measure_each(theme):
     fig = apply_theme(go.Figure(go.Heatmap(z=np.eye(3))).set_subplots(1, 2), theme)
     assert fig.layout.template.layout.xaxis.ticklabeloverflow == "allow"
     assert fig.layout.template.layout.yaxis.ticklabeloverflow == "allow"
+
+
+def test_statistic_switch_carries_every_overview_and_each_button_shows_exactly_one():
+    """The app's overview: one trace per statistic with that overview's own numbers and colour range; each
+    button makes only its statistic's trace visible, with its title and colour bar."""
+    from viz.heads import statistic_overview, statistic_switch
+    from viz.stats import STATISTICS
+
+    rng = np.random.default_rng(2)
+    attentions = rng.random((3, 4, 6, 6))
+    attentions /= attentions.sum(-1, keepdims=True)  # (layers, H, L, S)
+    values = {name: overview_matrix(attentions, name) for name in STATISTICS}
+    fig = statistic_switch(values, "distance", selected=(1, 2), show_values=False)
+    names = list(STATISTICS)
+    assert [t.name for t in fig.data] == [f"overview_{name}" for name in names]
+    assert [t.visible for t in fig.data] == [name == "distance" for name in names]
+    assert fig.layout.updatemenus[0].active == names.index("distance")
+    buttons = fig.layout.updatemenus[0].buttons
+    assert len(buttons) == len(names)
+    for k, (name, button) in enumerate(zip(names, buttons, strict=True)):
+        own = statistic_overview(values[name], name, selected=(1, 2), show_values=False)
+        trace = fig.data[k]
+        assert np.array_equal(np.asarray(trace.z, dtype=float), np.asarray(own.data[0].z, dtype=float))
+        axis = fig.layout[trace.coloraxis]
+        assert (axis.cmin, axis.cmax, axis.colorbar.title.text) == (
+            own.layout.coloraxis.cmin,
+            own.layout.coloraxis.cmax,
+            own.layout.coloraxis.colorbar.title.text,
+        )
+        restyle, relayout = button.args
+        assert restyle["visible"] == [j == k for j in range(len(names))]
+        assert relayout["title.text"] == own.layout.title.text
+        shown = [key for key, on in relayout.items() if key.endswith(".showscale") and on]
+        assert shown == [f"{trace.coloraxis}.showscale"]
+    assert fig.layout.title.text == statistic_overview(values["distance"], "distance").layout.title.text
+    with pytest.raises(ValueError, match="start"):
+        statistic_switch({"entropy": values["entropy"]}, "distance")

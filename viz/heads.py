@@ -250,3 +250,75 @@ def statistic_overview(
 def overview_values(attentions, statistic: str) -> np.ndarray:
     """(layers, H) values behind ``head_overview`` (re-exported for CSV)."""
     return overview_matrix(attentions, statistic)
+
+
+def statistic_switch(
+    values: dict[str, np.ndarray],
+    start: str,
+    *,
+    selected: tuple[int, int] | None = None,
+    show_values: bool | None = None,
+    theme: str = "screen",
+) -> go.Figure:
+    """The layer × head overview carrying every statistic of ``values`` ({statistic: (layers, H)}), with a
+    row of buttons above the chart that switches between them in the browser (no server run).
+
+    Each statistic is ``statistic_overview``'s own heatmap (trace ``overview_<statistic>``) on its own colour
+    axis (``coloraxis``, ``coloraxis2``, ... in ``STATISTICS`` order), so every colour range and colour-bar title
+    stays what that overview shows. A button is one ``update``: which trace is visible, the title and which
+    colour bar is shown. ``start`` is the statistic shown first.
+    """
+    names = [name for name in STATISTICS if name in values]
+    if start not in names:
+        raise ValueError(f"start {start!r} is not among the statistics given: {names}")
+    panels = {
+        name: statistic_overview(values[name], name, selected=selected, show_values=show_values, theme=theme)
+        for name in names
+    }
+    fig = go.Figure(layout=panels[start].layout)
+    titles, shown_by = [], []
+    for k, name in enumerate(names, start=1):
+        panel = panels[name]
+        axis = _colour_axis_name(k)
+        for trace in panel.data:
+            fig.add_trace(trace.update(name=f"overview_{name}", coloraxis=axis, visible=name == start))
+            shown_by.append(name)
+        fig.layout[axis] = panel.layout.coloraxis.to_plotly_json() | dict(showscale=name == start)
+        titles.append(panel.layout.title.text)
+    buttons = [
+        dict(
+            label=SHORT_NAMES[name],
+            method="update",
+            args=[
+                {"visible": [owner == name for owner in shown_by]},
+                {"title.text": titles[k]}
+                | {f"{_colour_axis_name(j)}.showscale": j == k + 1 for j in range(1, len(names) + 1)},
+            ],
+        )
+        for k, name in enumerate(names)
+    ]
+    fig.update_layout(
+        updatemenus=[
+            dict(
+                type="buttons",
+                direction="right",
+                buttons=buttons,
+                active=names.index(start),
+                showactive=True,
+                x=0.0,
+                xanchor="left",
+                y=1.0,
+                yanchor="bottom",
+                pad=dict(b=6),
+                bgcolor="#f4f4f4",
+                font=dict(size=12),
+            )
+        ],
+        margin=dict(t=(fig.layout.margin.t or 70) + 34),
+    )
+    return fig
+
+
+def _colour_axis_name(k: int) -> str:
+    """plotly's name of the k-th colour axis (k = 1 is plain ``coloraxis``)."""
+    return "coloraxis" if k == 1 else f"coloraxis{k}"

@@ -9,7 +9,8 @@ names):
                   ALiBi bias, what softmax sees) only with a score bias; CSV also b_q, b_k, b_v for a bias)
 - ``compare``     compare (own core vs real model for the head); nothing when trace.model is None
 - ``heads``       head_grid, head_flip (every head in one chart, a slider switches them in the browser),
-                  overview_<statistic> for each chosen statistic
+                  overview_<statistic> for each chosen statistic; overview_switch (every statistic, buttons
+                  switch it in the browser) only when named in ``only``
 - ``query``       query (step-through for one query row of the head)
 - ``lines``       lines (attention lines: every head with a slider in the browser, or one query of the head)
 - ``rollout``     rollout (needs trace.model_attentions)
@@ -27,7 +28,7 @@ import plotly.graph_objects as go
 
 from .compare import compare_figure
 from .flip import head_flip
-from .heads import head_grid, statistic_overview
+from .heads import head_grid, statistic_overview, statistic_switch
 from .heatmaps import token_matrix_heatmap, weight_matrix_heatmap
 from .labels import plain_labels
 from .lines import attention_lines, attention_lines_flip
@@ -184,31 +185,44 @@ def _heads_figures(
     precomputed: dict[str, np.ndarray],
     show_values: bool | None,
     theme: str,
+    only: tuple[str, ...] | None = None,
 ) -> dict:
     attentions, layer, source = heads_source(trace)
-    figures = {
-        "head_grid": head_grid(
-            attentions[layer], tokens, tokens, mask=source.mask, layer=trace.layer, selected=h, theme=theme
-        ),
-        "head_flip": head_flip(
-            attentions[layer],
-            tokens,
-            tokens,
-            layer=trace.layer,
-            start=min(h, attentions.shape[1] - 1),
-            mask=source.mask,
-            theme=theme,
-        ),
-    }
-    for name in _statistics(statistic):
-        values = precomputed.get(f"overview_{name}")
-        figures[f"overview_{name}"] = statistic_overview(
-            overview_matrix(attentions, name) if values is None else values,
-            name,
-            selected=(layer, h),
-            show_values=show_values,
-            theme=theme,
-        )
+    overviews = tuple(f"overview_{name}" for name in _statistics(statistic))
+    wanted = ("head_grid", "head_flip", *overviews) if only is None else only
+
+    def values(name: str) -> np.ndarray:
+        given = precomputed.get(f"overview_{name}")
+        return overview_matrix(attentions, name) if given is None else given
+
+    figures: dict = {}
+    for name in wanted:
+        if name == "head_grid":
+            figures[name] = head_grid(
+                attentions[layer], tokens, tokens, mask=source.mask, layer=trace.layer, selected=h, theme=theme
+            )
+        elif name == "head_flip":
+            start = min(h, attentions.shape[1] - 1)
+            figures[name] = head_flip(
+                attentions[layer], tokens, tokens, layer=trace.layer, start=start, mask=source.mask, theme=theme
+            )
+        elif name == "overview_switch":  # every statistic, switched by buttons in the browser
+            figures[name] = statistic_switch(
+                {stat: values(stat) for stat in STATISTICS},
+                statistic or next(iter(STATISTICS)),
+                selected=(layer, h),
+                show_values=show_values,
+                theme=theme,
+            )
+        elif name in overviews:
+            stat = name.removeprefix("overview_")
+            figures[name] = statistic_overview(
+                values(stat), stat, selected=(layer, h), show_values=show_values, theme=theme
+            )
+        else:
+            raise ValueError(
+                f"unknown heads figure {name!r}; choose from head_grid, head_flip, overview_switch, {overviews}"
+            )
     return figures
 
 
@@ -264,7 +278,9 @@ def figures_for_trace(
     ``threshold`` is the smallest weight drawn in the lines view. ``show_values`` forces cell
     values on or off (default: on for small matrices). ``precomputed`` may hold summaries a caller
     keeps once per capture ("overview_<statistic>" (layers, H), "rollout" (L, L)): they are used as is.
-    ``only`` (derivation) builds just the named figures, for a page that draws steps when opened.
+    ``only`` (derivation, heads) builds just the named figures, for a page that draws steps when opened; the
+    heads view also has ``overview_switch`` (every statistic in one chart, buttons switch it in the browser,
+    starting at ``statistic``), built only when named.
     """
     precomputed = precomputed or {}
     _check_view(view)
@@ -276,7 +292,7 @@ def figures_for_trace(
     if view == "compare":
         return _compare_figures(trace, h, tokens, show_values, theme)
     if view == "heads":
-        return _heads_figures(trace, h, tokens, statistic, precomputed, show_values, theme)
+        return _heads_figures(trace, h, tokens, statistic, precomputed, show_values, theme, only)
     if view == "query":
         return _query_figures(core_head, tokens, _query_index(trace, query), show_values, theme)
     if view == "lines":

@@ -6,7 +6,7 @@ import streamlit as st
 
 from attention_core.traces import ModelTrace
 from viz.labels import plain_labels
-from viz.stats import STATISTICS as STATISTIC_LABELS
+from viz.stats import SHORT_NAMES
 from viz.views import heads_source, matrices_for_trace
 
 from .. import compute, display
@@ -34,11 +34,18 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     source = "the model's returned attentions" if trace.model_attentions is not None else "the own core"
     st.subheader(f"All heads of layer {trace.layer} ({source})")
     request = settings.request()
-    precomputed = {f"overview_{settings.statistic}": compute.overview(trace, request, settings.statistic)}
+    precomputed = {f"overview_{name}": compute.overview(trace, request, name) for name in STATISTICS}
     if trace.model_attentions is not None:
         precomputed["rollout"] = compute.rollout(trace, request)
     figs = compute.figures(
-        trace, request, "heads", theme=theme, show_values=shown, statistic=settings.statistic, precomputed=precomputed
+        trace,
+        request,
+        "heads",
+        theme=theme,
+        show_values=shown,
+        statistic=settings.statistic,
+        precomputed=precomputed,
+        only=("head_grid", "head_flip", "overview_switch"),
     )
     figure(display.grid_view(trace, settings) if display.active(settings) else figs["head_grid"], "head_grid")
     flip_box = st.expander(FLIP_LABEL, expanded=True, key="open_flip", on_change="rerun")
@@ -53,12 +60,18 @@ def render(trace: ModelTrace, settings: Settings) -> None:
                 )
             )
             figure(figs["head_flip"], "head_flip")
-    name = f"overview_{settings.statistic}"
     st.markdown(
-        f"**Layer × head overview**: {STATISTIC_HELP.get(settings.statistic, '')}. Pick one to look at it everywhere:"
+        "**Layer × head overview**: one statistic of every head of every layer; the buttons above the chart "
+        "switch the statistic in your browser. Click a cell to look at that layer and head everywhere."
     )
+    st.caption(" · ".join(f"**{SHORT_NAMES[name]}**: {text}" for name, text in STATISTIC_HELP.items()))
     event = st.plotly_chart(
-        figs[name], width="stretch", theme=None, key="fig_overview", on_select="rerun", selection_mode="points"
+        figs["overview_switch"],
+        width="stretch",
+        theme=None,
+        key="fig_overview",
+        on_select="rerun",
+        selection_mode="points",
     )
     points = (
         (event or {}).get("selection", {}).get("points", [])
@@ -71,11 +84,6 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         if (layer, head) != (trace.layer, trace.head):
             st.session_state["layer"], st.session_state["head"] = layer, head
             st.rerun()
-    cols = st.columns(2)
-    cols[0].selectbox(
-        "Statistic", STATISTICS, key="statistic", format_func=STATISTIC_LABELS.get, help="What colours the overview."
-    )
-    cols[1].caption("Click a cell of the overview to select that layer and head.")
     roles_box = st.expander(
         "Head roles: sink, previous-token, induction, positional", key="open_roles", on_change="rerun"
     )
