@@ -19,8 +19,10 @@ Where each figure lives:
 - every figure / matrix for a ModelTrace (app and export) ......... views.py
 - PNG / SVG / HTML / CSV export, zip for the app .................. export.py
 - the lesson deck: offline HTML slides and their PDF .............. lesson.py (slides: lesson_*.py)
+- plotly's property-path parser, memoised (a third of build time) . plotly_paths.py
 """
 
+from . import plotly_paths  # noqa: F401 - importing it installs the memoised parser, before any figure is built
 from .compare import compare_figure, max_abs_difference
 from .export import export_trace, export_zip
 from .heads import head_grid, head_overview, statistic_overview
