@@ -383,3 +383,33 @@ def test_statistic_switch_carries_every_overview_and_each_button_shows_exactly_o
     assert fig.layout.title.text == statistic_overview(values["distance"], "distance").layout.title.text
     with pytest.raises(ValueError, match="start"):
         statistic_switch({"entropy": values["entropy"]}, "distance")
+
+
+def test_default_template_changes_nothing_a_figure_shows():
+    """viz.theme makes its screen look plotly's default template (creating figures is far cheaper than from
+    plotly's own default): every figure of every view comes out the same as when built from plotly's."""
+    import plotly.io as pio
+
+    from attention_core.pipeline import run_trace
+    from attention_core.request import TraceRequest
+    from viz.theme import THEMES
+    from viz.views import VIEWS, figures_for_trace
+
+    trace = run_trace(TraceRequest(text="The cat sat on the mat."))  # the bundled MiniLM
+
+    def every_figure() -> dict:
+        return {
+            (view, theme, name): fig.to_json()
+            for view in VIEWS
+            for theme in THEMES
+            for name, fig in figures_for_trace(trace, view, theme=theme).items()
+        }
+
+    assert pio.templates.default == "attention_lens_screen"
+    ours = every_figure()
+    try:
+        pio.templates.default = "plotly"
+        theirs = every_figure()
+    finally:
+        pio.templates.default = "attention_lens_screen"
+    assert len(ours) > 10 and ours == theirs
