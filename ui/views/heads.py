@@ -60,30 +60,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
                 )
             )
             figure(figs["head_flip"], "head_flip")
-    st.markdown(
-        "**Layer × head overview**: one statistic of every head of every layer; the buttons above the chart "
-        "switch the statistic in your browser. Click a cell to look at that layer and head everywhere."
-    )
-    st.caption(" · ".join(f"**{SHORT_NAMES[name]}**: {text}" for name, text in STATISTIC_HELP.items()))
-    event = st.plotly_chart(
-        figs["overview_switch"],
-        width="stretch",
-        theme=None,
-        key="fig_overview",
-        on_select="rerun",
-        selection_mode="points",
-    )
-    points = (
-        (event or {}).get("selection", {}).get("points", [])
-        if isinstance(event, dict)
-        else getattr(getattr(event, "selection", None), "points", [])
-    )
-    if points:
-        point = points[0]
-        layer, head = int(point.get("y", trace.layer)), int(point.get("x", trace.head))
-        if (layer, head) != (trace.layer, trace.head):
-            st.session_state["layer"], st.session_state["head"] = layer, head
-            st.rerun()
+    _overview(trace, figs["overview_switch"])
     roles_box = st.expander(
         "Head roles: sink, previous-token, induction, positional", key="open_roles", on_change="rerun"
     )
@@ -116,6 +93,35 @@ def render(trace: ModelTrace, settings: Settings) -> None:
                     "rollout",
                     (precomputed["rollout"], plain_labels(trace.tokens), plain_labels(trace.tokens)),
                 )
+
+
+def _overview(trace: ModelTrace, fig) -> None:
+    """The layer x head overview (every statistic, switched by its buttons in the browser); a clicked cell
+    selects that layer and head everywhere."""
+    st.markdown(
+        "**Layer × head overview**: one statistic of every head of every layer; the buttons above the chart "
+        "switch the statistic in your browser. Click a cell to look at that layer and head everywhere."
+    )
+    st.caption(" · ".join(f"**{SHORT_NAMES[name]}**: {text}" for name, text in STATISTIC_HELP.items()))
+    event = st.plotly_chart(
+        fig,
+        width="stretch",
+        theme=None,
+        key="fig_overview",
+        on_select="rerun",
+        selection_mode="points",
+    )
+    points = (
+        (event or {}).get("selection", {}).get("points", [])
+        if isinstance(event, dict)
+        else getattr(getattr(event, "selection", None), "points", [])
+    )
+    if points:
+        point = points[0]
+        layer, head = int(point.get("y", trace.layer)), int(point.get("x", trace.head))
+        if (layer, head) != (trace.layer, trace.head):
+            st.session_state["layer"], st.session_state["head"] = layer, head
+            st.rerun()
 
 
 ROLES_HELP = (
