@@ -29,12 +29,12 @@ import streamlit as st
 from attention_core import lab, pipeline
 from attention_core.analysis import VARIANCE_SAMPLES
 from attention_core.request import TraceRequest, validate
+from viz.summaries import overview_by_head as overview_by_head  # re-exported: tests and callers read it here
+from viz.summaries import rollout_streamed as rollout_streamed
 
 from . import prefetch
 from .policy import ServerBusy as ServerBusy  # app.py catches it as compute.ServerBusy
 from .policy import env_number, heavy
-from .summaries import overview_by_head as overview_by_head  # re-exported: tests and callers read it here
-from .summaries import rollout_streamed as rollout_streamed
 
 MAX_TRACE_MB = env_number("ATTENTION_LENS_MAX_TRACE_MB", 1536.0, 1.0)
 CACHE_MB = env_number("ATTENTION_LENS_CACHE_MB", 512.0, 16.0)

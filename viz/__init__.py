@@ -19,6 +19,7 @@ Where each figure lives:
 - every figure / matrix for a ModelTrace (app and export) ......... views.py
 - PNG / SVG / HTML / CSV export, zip for the app .................. export.py
 - the lesson deck: offline HTML slides and their PDF .............. lesson.py (slides: lesson_*.py)
+- per-capture summaries one layer / head at a time ............... summaries.py
 - plotly's property-path parser, memoised (a third of build time) . plotly_paths.py
 """
 
