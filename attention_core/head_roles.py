@@ -183,20 +183,27 @@ def head_roles(
     """Scores and labels for every head. ``attentions``: (layers, H, L, S) weights of the user's text;
     ``sinks``: (S,) True at special positions; ``induction``: (layers, H) from ``induction_score`` or None
     (left NaN, e.g. a from-scratch core with no model to run)."""
-    attentions = _as_tensor(attentions)
-    if attentions.dim() != 4:
+    if not (hasattr(attentions, "shape") and hasattr(attentions, "__getitem__")):
+        attentions = np.asarray(attentions)
+    if len(attentions.shape) != 4:
         raise ValueError(f"attentions must be (layers, H, L, S), got shape {tuple(attentions.shape)}")
-    positional, offsets = modal_offsets(attentions)
+    per_layer = []  # every score is per head: one layer at a time (no float32 copy of every layer at once)
+    for index in range(attentions.shape[0]):
+        layer = _as_tensor(attentions[index])  # (H, L, S)
+        positional, offsets = modal_offsets(layer)  # (H,) each
+        per_layer.append((sink_score(layer, sinks), previous_token_score(layer), positional, offsets))
+    sink, previous, positional, offsets = (torch.stack(column) for column in zip(*per_layer, strict=True))
+    heads = tuple(attentions.shape[:2])  # (layers, H)
     scores = {
-        "sink": sink_score(attentions, sinks).numpy().astype(np.float64),
-        "previous_token": previous_token_score(attentions).numpy().astype(np.float64),
-        "induction": np.full(attentions.shape[:2], np.nan)
+        "sink": sink.numpy().astype(np.float64),
+        "previous_token": previous.numpy().astype(np.float64),
+        "induction": np.full(heads, np.nan)
         if induction is None
         else np.asarray(torch.as_tensor(induction).to(torch.float64)),
         "positional": positional.numpy().astype(np.float64),
     }
-    if scores["induction"].shape != tuple(attentions.shape[:2]):
-        raise ValueError(f"induction scores {scores['induction'].shape} do not match {tuple(attentions.shape[:2])}")
+    if scores["induction"].shape != heads:
+        raise ValueError(f"induction scores {scores['induction'].shape} do not match {heads}")
     return HeadRoles(scores=scores, offsets=offsets.numpy(), labels=classify(scores, threshold), threshold=threshold)
 
 

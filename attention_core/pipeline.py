@@ -310,7 +310,7 @@ def build_trace(
         offsets=tuple(tuple(o) for o in cap.tokens.offsets),
         core=core,
         model=model,
-        model_attentions=_np(cap.attentions),
+        model_attentions=cap.weights_by_layer,  # never copied: a view, or the packed causal store
         replay=replay_captured,
         replay_hidden=replay_hidden,
         core_vs_model=None

@@ -142,7 +142,9 @@ class ModelTrace:
     offsets: tuple[tuple[int, int], ...]  # character span of each token in the text
     core: LayerTrace  # the from-scratch core, for the chosen layer (all heads)
     model: LayerTrace | None  # the real model's own q, k, v, weights for that layer
-    model_attentions: np.ndarray | None  # (layers, H, L, S) weights the model returned
+    # (layers, H, L, S) weights the model returned: an ndarray, or for a causal model the packed
+    # attention_core.packed.CausalStack (same numbers; index it by layer rather than np.asarray it)
+    model_attentions: np.ndarray | None
     replay: tuple[ReplayDiff, ...]  # per layer, core replaying the model's q, k, v
     facts: ModelFacts
     layer: int

@@ -262,7 +262,12 @@ def test_scratch_layer_matches_torch_sdpa_row_by_row(kv_heads):
         assert abs(torch.from_numpy(step.output) - reference[:, t]).max() <= 1e-12
         assert step.cache_bytes == 2 * kv_heads * (t + 1) * e * 8  # float64 keys and values, Hkv heads
         assert step.cache_bytes_one_kv_per_head == 2 * heads * (t + 1) * e * 8
-    assert torch.equal(torch.from_numpy(run.k_cache), k) and torch.equal(torch.from_numpy(run.v_cache), v)
+    # the cache projects one row at a time (x_t W^K), the reference all rows at once (X W^K): BLAS may round
+    # the last bit differently between the two on some CPUs, so the caches are held to float64 rounding
+    assert run.k_cache.shape == tuple(k.shape) and run.v_cache.shape == tuple(v.shape)
+    assert (
+        abs(torch.from_numpy(run.k_cache) - k).max() <= 1e-12 and abs(torch.from_numpy(run.v_cache) - v).max() <= 1e-12
+    )
     assert run.groups == kv_groups(heads, kv_heads)
 
 

@@ -89,7 +89,7 @@ def _nbytes(*arrays) -> int:
 
 def capture_bytes(cap) -> int:
     layers = [layer for layer in cap.layers]
-    owned = [cap.attentions]
+    owned = [cap.stacked if cap.stacked is not None else cap.attentions]  # packed: its triangles' bytes
     for layer in layers:
         owned += [layer.hidden_in, layer.q, layer.k, layer.v, layer.attn_output]
     return _nbytes(*owned)
@@ -216,7 +216,7 @@ def replay_if_ready(request: TraceRequest):
     cap = capture(request.model, request.text, request.max_tokens, request.pad_to)
     if "replay_summary" in cap.memo:
         return cap.memo["replay_summary"]
-    layers, heads, length, _ = cap.attentions.shape
+    layers, heads, length, _ = cap.weights_by_layer.shape
     if layers * heads * length**2 <= SYNC_REPLAY_CELLS:  # quick (about 0.1 s): no need to defer it
         with heavy():
             return pipeline.replay_summary(cap)

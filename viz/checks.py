@@ -17,6 +17,17 @@ def as_array(name: str, values, ndim: int | tuple[int, ...], *, dtype=np.float64
     return array
 
 
+def layer_stack(name: str, attentions):
+    """(layers, H, L, S) weights, read a layer at a time: an ndarray, or a store that hands out one layer's
+    (H, L, S) array per ``[layer]`` (attention_core.packed.CausalStack: a causal model's packed weights, not
+    copied into one array here); anything else goes through np.asarray. ValueError unless 4-D."""
+    if not (hasattr(attentions, "shape") and hasattr(attentions, "__getitem__") and hasattr(attentions, "__len__")):
+        attentions = np.asarray(attentions)
+    if len(attentions.shape) != 4:
+        raise ValueError(f"{name} must be 4-D (layers, H, L, S), got shape {tuple(attentions.shape)}")
+    return attentions
+
+
 def as_matrix(name: str, values) -> np.ndarray:
     """A 2-D float array, else ValueError naming the shape."""
     return as_array(name, values, 2)

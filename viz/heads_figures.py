@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from .checks import layer_stack
 from .flip import head_flip
 from .heads import head_grid, statistic_overview, statistic_switch
 from .stats import STATISTICS, overview_matrix
@@ -25,7 +26,7 @@ def _statistics(statistic: str | None) -> tuple[str, ...]:
 def heads_source(trace: ModelTrace) -> tuple[np.ndarray, int, LayerTrace]:
     """(attentions (layers, H, L, S), index of the trace's layer in it, the layer trace for its mask)."""
     if trace.model_attentions is not None:
-        return np.asarray(trace.model_attentions), trace.layer, trace.model or trace.core
+        return layer_stack("model_attentions", trace.model_attentions), trace.layer, trace.model or trace.core
     return np.asarray(trace.core.weights)[None], 0, trace.core
 
 

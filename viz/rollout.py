@@ -13,14 +13,12 @@ from collections.abc import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from .checks import as_array
+from .checks import as_array, layer_stack
 from .heatmaps import matrix_heatmap
 
 
 def _mixed_layers(attentions, residual: float) -> np.ndarray:
-    attentions = np.asarray(attentions)
-    if attentions.ndim != 4:
-        raise ValueError(f"attentions must be 4-D (layers, H, L, S), got shape {attentions.shape}")
+    attentions = layer_stack("attentions", attentions)
     layers, heads, rows, cols = attentions.shape
     if rows != cols:
         raise ValueError(f"rollout needs square attention (L == S), got attentions of shape {attentions.shape}")

@@ -19,6 +19,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .checks import layer_stack
+
 STATISTICS: dict[str, str] = {
     "entropy": "mean row entropy (nats)",
     "max_weight": "mean max weight",
@@ -84,12 +86,14 @@ def previous_token_weight(weights) -> np.ndarray:
     if count < 1:
         return np.zeros(weights.shape[:-2])
     i = np.arange(1, count + 1)
-    return _weights(weights[..., i, i - 1, None])[..., 0].mean(axis=-1)  # only the cells read are widened
+    below = np.ascontiguousarray(weights[..., i, i - 1])  # (..., count) C order: fancy indexing may not give it,
+    return _weights(below[..., None])[..., 0].mean(axis=-1)  # and numpy's sum order follows the memory order
 
 
 def first_token_weight(weights) -> np.ndarray:
     """(...): w_{i,0} averaged over rows."""
-    return _weights(_checked(weights)[..., :, :1])[..., 0].mean(axis=-1)  # only the first column is widened
+    first = np.ascontiguousarray(_checked(weights)[..., :, 0])  # (..., L) C order: the sum's order is the layout's
+    return _weights(first[..., None])[..., 0].mean(axis=-1)  # only the first column is widened
 
 
 STATISTIC_FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
@@ -110,9 +114,7 @@ def head_statistic(weights, statistic: str) -> np.ndarray:
 
 def overview_matrix(attentions, statistic: str) -> np.ndarray:
     """(layers, H): the statistic for every head of every layer, from attentions (layers, H, L, S)."""
-    attentions = np.asarray(attentions)
-    if attentions.ndim != 4:
-        raise ValueError(f"attentions must be 4-D (layers, H, L, S), got shape {attentions.shape}")
+    attentions = layer_stack("attentions", attentions)
     if statistic not in STATISTIC_FUNCTIONS:
         raise ValueError(f"unknown statistic {statistic!r}; choose one of {tuple(STATISTICS)}")
     # one layer at a time: float64 sums without a float64 copy of every layer (1.1 GB at 1,024 SmolLM2 tokens)

@@ -349,4 +349,4 @@ def matrices_for_trace(
         return {"lines_weights": (np.asarray(core_head.weights), tokens, tokens)}
     if trace.model_attentions is None:
         return {}
-    return {"rollout": (attention_rollout(np.asarray(trace.model_attentions)), tokens, tokens)}
+    return {"rollout": (attention_rollout(trace.model_attentions), tokens, tokens)}

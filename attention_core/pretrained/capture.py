@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
 from ..multihead import ProjectionWeights, split_heads
+from ..packed import CausalStack, stack_returned
 from ..positional import apply_rotary
 from ..traces import ModelFacts
 from .errors import ModelLoadError
@@ -47,7 +49,7 @@ class LayerCapture:
     k: torch.Tensor | None  # (Hkv, S, E)         keys, after rotary
     v: torch.Tensor | None  # (Hkv, S, Ev)        values
     mask: torch.Tensor | None  # (1, L, S)        additive float mask (0 or finfo.min); None = no mask
-    attentions: torch.Tensor  # (H, L, S)         the weights the model returned (its own tensor, not a copy, on CPU)
+    returned: torch.Tensor | tuple[CausalStack, int]  # (H, L, S) the model's weights, or (packed stack, layer)
     attn_output: torch.Tensor | None  # (H, L, Ev) per-head outputs before the output projection
     scale: float  # the factor on q.k (module.scaling)
     projection: ProjectionWeights | None  # the layer's own W^Q, W^K, W^V, W^O, biases (read-only on CPU)
@@ -57,6 +59,15 @@ class LayerCapture:
     @property
     def captured(self) -> bool:
         return self.q is not None and self.k is not None and self.v is not None
+
+    @property
+    def attentions(self) -> torch.Tensor:
+        """(H, L, S) the weights the model returned, bit for bit (unpacked on demand when stored packed;
+        read-only, shared: do not write to it)."""
+        if isinstance(self.returned, torch.Tensor):
+            return self.returned
+        stack, index = self.returned
+        return stack.tensor(index)
 
 
 @dataclass(frozen=True)
@@ -69,7 +80,9 @@ class Capture:
     family: str
     notices: tuple[str, ...] = ()
 
-    stacked: torch.Tensor | None = None  # (layers, H, L, S): the one buffer every layer's ``attentions`` views
+    # (layers, H, L, S): the one store of every layer's returned weights, a float32 buffer (each layer's
+    # ``attentions`` a view of it) or, for a causal model, a CausalStack of lower triangles (half the bytes)
+    stacked: torch.Tensor | CausalStack | None = None
     memo: dict = field(default_factory=dict, compare=False, repr=False)  # results derived once per capture
 
     def derived(self, key, compute):
@@ -80,10 +93,21 @@ class Capture:
 
     @property
     def attentions(self) -> torch.Tensor:
-        """(layers, H, L, S) the model's returned weights: the capture's own buffer, never a copy."""
-        if self.stacked is not None:
+        """(layers, H, L, S) the model's returned weights as one tensor: the capture's own buffer when it is
+        dense; a packed causal store is unpacked into a new tensor (use ``weights_by_layer`` in the app)."""
+        if isinstance(self.stacked, torch.Tensor):
             return self.stacked
+        if isinstance(self.stacked, CausalStack):
+            return torch.from_numpy(np.asarray(self.stacked))
         return torch.stack([layer.attentions for layer in self.layers])
+
+    @property
+    def weights_by_layer(self):
+        """(layers, H, L, S) numpy, never copied: a view of the dense buffer, or the CausalStack itself
+        (``[layer]`` gives that layer's (H, L, S) array, ``[layer, head]`` one map)."""
+        if isinstance(self.stacked, CausalStack):
+            return self.stacked
+        return self.attentions.numpy()
 
     @property
     def num_layers(self) -> int:
@@ -171,7 +195,7 @@ def _rotary(pair, cache: dict) -> tuple[torch.Tensor, torch.Tensor] | None:
     return cache[id(pair[0])][1]
 
 
-def _layer(site: AttentionSite, record: dict, attentions: torch.Tensor, projection, masks: dict, rotaries: dict, notes):
+def _layer(site: AttentionSite, record: dict, attentions, projection, masks: dict, rotaries: dict, notes):
     """Turn one layer's raw records into a LayerCapture (heads split, rotary applied)."""
     heads, kv_heads, head_dim = site.num_heads, site.num_kv_heads, site.head_dim
     mask = _additive(record.get("mask"), masks)
@@ -201,7 +225,7 @@ def _layer(site: AttentionSite, record: dict, attentions: torch.Tensor, projecti
         k=k,
         v=v,
         mask=mask,
-        attentions=attentions,
+        returned=attentions,
         attn_output=attn_output,
         scale=site.scale,
         projection=projection,
@@ -210,18 +234,9 @@ def _layer(site: AttentionSite, record: dict, attentions: torch.Tensor, projecti
     )
 
 
-def _stack_once(returned: list) -> torch.Tensor:
-    """The model's per-layer weights (1, H, L, S) as one float32 CPU buffer (layers, H, L, S).
-
-    Each layer is copied in and its own tensor released at once, so the peak is one buffer plus one
-    layer (``torch.stack`` would hold two full copies: 2.3 GB for SmolLM2 at 1,024 tokens).
-    """
-    first = returned[0].detach()[0]  # (H, L, S)
-    buffer = torch.empty((len(returned), *first.shape), dtype=torch.float32)  # (layers, H, L, S)
-    for index in range(len(returned)):
-        buffer[index].copy_(returned[index].detach()[0])  # exact: float32 -> float32 (or widened)
-        returned[index] = None  # release the model's tensor now
-    return buffer
+def _layer_weights(stored, index: int):
+    """A LayerCapture's ``returned``: a view of the dense buffer, or (packed stack, layer)."""
+    return stored[index] if isinstance(stored, torch.Tensor) else (stored, index)
 
 
 def _forward_kwargs(runner) -> dict:
@@ -257,21 +272,23 @@ def capture(loaded: LoadedModel, tokens: Tokens) -> Capture:
             "Load it with attn_implementation='eager'; Attention Lens does this itself, so this architecture "
             "may not support eager attention",
         )
-    attentions = _stack_once(returned)  # (layers, H, L, S): one buffer, each layer's own weights are views of it
+    # (layers, H, L, S): one store (``torch.stack`` would hold two full copies: 2.3 GB for SmolLM2 at 1,024
+    # tokens); a causal model's lower triangles only (attention_core/packed.py)
+    attentions = stack_returned(returned)
     notes: list[str] = [tokens.notice] if tokens.notice else []
     masks: dict = {}
     rotaries: dict = {}
     if loaded.sites and len(loaded.sites) == len(attentions):
         layers = tuple(
-            _layer(site, record, attentions[i], loaded.projections[i], masks, rotaries, notes)
+            _layer(site, record, _layer_weights(attentions, i), loaded.projections[i], masks, rotaries, notes)
             for i, (site, record) in enumerate(zip(loaded.sites, recorder.records, strict=True))
         )
     else:
         if loaded.sites:
             notes.append(f"The model returned {len(attentions)} attention maps for {len(loaded.sites)} layers.")
         layers = tuple(
-            LayerCapture(i, None, None, None, None, None, weights, None, math.nan, None, None)
-            for i, weights in enumerate(attentions)
+            LayerCapture(i, None, None, None, None, None, _layer_weights(attentions, i), None, math.nan, None, None)
+            for i in range(len(attentions))
         )
     return Capture(
         tokens=tokens,
