@@ -32,7 +32,7 @@ from attention_core.request import TraceRequest, validate
 from viz.summaries import overview_by_head as overview_by_head  # re-exported: tests and callers read it here
 from viz.summaries import rollout_streamed as rollout_streamed
 
-from . import prefetch
+from . import plotly_spec, prefetch
 from .policy import ServerBusy as ServerBusy  # app.py catches it as compute.ServerBusy
 from .policy import env_number, heavy
 
@@ -263,7 +263,7 @@ def figures(trace, request: TraceRequest, view: str, **options) -> dict:
         opts = {**options, "head": at.head} if "head" in options else options
         shown = {name: value for name, value in opts.items() if name != "precomputed"}
         key = ("figures", numbers_key(request), at.head, view, tuple(sorted(shown.items())))
-        return key, lambda: figures_for_trace(at, view, **opts)
+        return key, lambda: plotly_spec.prepare(figures_for_trace(at, view, **opts))  # with the JSON sent
 
     key, build = job(trace.head)
     if "precomputed" not in options:  # precomputed arrays belong to this head only
@@ -274,6 +274,7 @@ def figures(trace, request: TraceRequest, view: str, **options) -> dict:
 def _figures_bytes(figs: dict) -> int:
     total = 0
     for fig in figs.values():
+        total += plotly_spec.json_bytes(fig)  # the JSON kept for st.plotly_chart
         for data in fig.data:
             for name in ("z", "x", "y", "customdata", "text"):
                 value = getattr(data, name, None)

@@ -15,6 +15,8 @@ import streamlit as st
 from viz import export as viz_export
 from viz.theme import apply_theme
 
+from ..plotly_spec import shown
+
 PLOT_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
 NO_BROWSER = (
     "SVG and slide PNG are drawn on the server by kaleido, which needs a Chromium browser there, and none "
@@ -70,7 +72,7 @@ def _image(fig, fmt: str):
 
 def figure(fig, key: str, data=None, *, caption: str | None = None) -> None:
     """Show ``fig``; offer SVG / PNG (slides) / CSV of ``data`` = (matrix, row_labels, col_labels)."""
-    st.plotly_chart(fig, width="stretch", theme=None, config=PLOT_CONFIG, key=f"fig_{key}")
+    st.plotly_chart(shown(fig), width="stretch", theme=None, config=PLOT_CONFIG, key=f"fig_{key}")
     if caption:
         st.caption(caption)
     cols = st.columns([1, 1, 1, 3])
