@@ -90,3 +90,31 @@ def test_the_next_head_is_a_store_hit_in_the_app(monkeypatch):
     after = {key for key in compute.store()._entries if key[0] == "figures" and key[2] == 1}
     assert after == built  # the click asked for exactly the prefetched keys ...
     assert compute.store().misses == misses  # ... and built nothing
+
+
+@pytest.mark.slow
+def test_the_next_query_is_a_store_hit_in_the_query_inspector(monkeypatch):
+    monkeypatch.setattr(prefetch, "NEIGHBOURS", 1)
+    compute.store().clear()
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.session_state["text"] = "A query change should find its step-through already built."
+    at.session_state["view"] = "query"
+    at.session_state["query"] = 3
+    at.run()
+    assert not at.exception and not at.error
+    assert prefetch.wait_idle(60)
+
+    def queries() -> set:
+        return {
+            dict(key[4]).get("query")
+            for key in compute.store()._entries
+            if key[0] == "figures" and key[3] == "query" and key[2] == 0
+        }
+
+    assert queries() == {2, 3, 4}  # the query shown and its neighbours, at the head shown
+    monkeypatch.setattr(prefetch, "NEIGHBOURS", 0)
+    misses = compute.store().misses
+    at.selectbox(key="query").set_value(4)
+    at.run()
+    assert not at.exception and not at.error
+    assert compute.store().misses == misses  # the step-through of query 4 was built before the click

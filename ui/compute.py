@@ -258,9 +258,9 @@ def figures(trace, request: TraceRequest, view: str, **options) -> dict:
     (a class opening the same link, a teacher going back to a head): treat the figures as read-only."""
     from viz.views import figures_for_trace
 
-    def job(head: int):  # this call's store key and builder at ``head`` (ui.prefetch builds the neighbours)
+    def job(head: int, **changed):  # the store key and builder at ``head`` (ui.prefetch builds the neighbours)
         at = with_head(trace, head)
-        opts = {**options, "head": at.head} if "head" in options else options
+        opts = {**options, **changed, **({"head": at.head} if "head" in options else {})}
         shown = {name: value for name, value in opts.items() if name != "precomputed"}
         key = ("figures", numbers_key(request), at.head, view, tuple(sorted(shown.items())))
         return key, lambda: plotly_spec.prepare(figures_for_trace(at, view, **opts))  # with the JSON sent
@@ -268,6 +268,9 @@ def figures(trace, request: TraceRequest, view: str, **options) -> dict:
     key, build = job(trace.head)
     if "precomputed" not in options:  # precomputed arrays belong to this head only
         prefetch.note(store(), job, _figures_bytes, trace.head, trace.core.num_heads)
+        if options.get("query") is not None:  # the query inspector: the queries next to this one too
+            queries = len(trace.tokens)
+            prefetch.note(store(), lambda i: job(trace.head, query=i), _figures_bytes, int(options["query"]), queries)
     return store().get(key, build, _figures_bytes)
 
 
