@@ -44,18 +44,19 @@ def pack(weights: np.ndarray, out: np.ndarray) -> None:
         out[:, starts[row] : starts[row + 1]] = weights[:, row, : row + 1]  # keys 0..row of query ``row``
 
 
-def _aligned_zeros(shape: tuple[int, ...]) -> np.ndarray:
-    """float32 zeros from torch's allocator (64-byte aligned, like the dense buffer): numpy's float64
-    reductions block their sums by alignment, so an array placed elsewhere could differ in the last bit."""
-    return torch.zeros(shape, dtype=torch.float32).numpy()
+def _aligned_empty(shape: tuple[int, ...]) -> np.ndarray:
+    """float32 memory from torch's allocator (64-byte aligned, like the dense buffer the model's weights
+    came in), so a layer handed out sits in memory as it did before packing."""
+    return torch.empty(shape, dtype=torch.float32).numpy()
 
 
-def unpack(packed: np.ndarray, length: int) -> np.ndarray:
-    """(H, L, L) float32 from (H, L(L+1)/2): the lower triangles back in place, zeros above."""
+def unpack(packed: np.ndarray, length: int, out: np.ndarray | None = None) -> np.ndarray:
+    """(H, L, L) float32 from (H, L(L+1)/2): the lower triangles back in place, +0.0 above (one pass)."""
     starts = _row_starts(length)
-    full = _aligned_zeros((packed.shape[0], length, length))  # (H, L, L)
+    full = _aligned_empty((packed.shape[0], length, length)) if out is None else out  # (H, L, L)
     for row in range(length):
-        full[:, row, : row + 1] = packed[:, starts[row] : starts[row + 1]]
+        full[:, row, : row + 1] = packed[:, starts[row] : starts[row + 1]]  # keys 0..row
+        full[:, row, row + 1 :] = 0.0  # keys after the query: exactly 0, as the model returned
     return full
 
 
@@ -123,9 +124,9 @@ class CausalStack:
             yield self.layer(index)
 
     def __array__(self, dtype=None, copy=None):
-        full = _aligned_zeros(self.shape)  # (layers, H, L, L)
+        full = _aligned_empty(self.shape)  # (layers, H, L, L)
         for index, layer in enumerate(self.packed):
-            full[index] = unpack(layer, self.length)
+            unpack(layer, self.length, out=full[index])
         return full if dtype is None else full.astype(dtype, copy=False)
 
     def tensor(self, index: int) -> torch.Tensor:

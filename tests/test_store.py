@@ -77,3 +77,33 @@ def test_the_newest_entry_of_each_kind_stays():
     assert store.get(("capture", "long text"), lambda: pytest.fail("evicted"), lambda v: 0) == "C"
     assert store.get(("trace", 2), lambda: pytest.fail("evicted"), lambda v: 0) == "T2"
     assert store.get(("trace", 1), lambda: "T1 again", lambda v: 30) == "T1 again"
+
+
+class _Cyclic:
+    """A value in a reference cycle, like a plotly figure (each child points back to its parent)."""
+
+    def __init__(self, nbytes: int) -> None:
+        import numpy as np
+
+        self.array = np.ones(nbytes // 8)
+        self.child = {"parent": self}
+
+
+@pytest.mark.parametrize("collect_bytes", [1000, 10**9])
+def test_evicted_cycles_are_collected_once_enough_bytes_were_evicted(collect_bytes):
+    import gc
+    import weakref
+
+    store = Store(1000, collect_bytes=collect_bytes)
+    gc.collect()
+    gc.disable()  # as if the cycle collector's object count had not been reached
+    try:
+        first = store.get(("trace", 1), lambda: _Cyclic(800), lambda value: 800)
+        alive = weakref.ref(first.array)
+        del first
+        store.get(("trace", 2), lambda: _Cyclic(800), lambda value: 800)  # evicts the first
+        assert store.peek(("trace", 1)) is None
+        assert (alive() is None) == (collect_bytes <= 800)  # freed by the store's collect, else still held
+    finally:
+        gc.enable()
+        gc.collect()

@@ -124,3 +124,16 @@ def test_attention_lines_flip_keeps_one_head_when_the_layer_has_too_many_lines(m
     fig = lines.attention_lines_flip(weights, list("abcdefgh"), list("abcdefgh"), layer=0, start=2, threshold=0.0)
     assert not fig.layout.sliders and "this head only" in fig.layout.title.text
     assert {t.name.split(" lines")[0] for t in fig.data if "lines" in t.name} == {"head 2"}
+
+
+@pytest.mark.parametrize("query", [None, 0, 4])
+def test_line_segments_are_every_weight_over_the_threshold_in_row_order(query):
+    from viz.lines import line_segments
+
+    rng = np.random.default_rng(7)
+    weights = rng.random((6, 5))
+    weights[1, 2], weights[3, 0], weights[4, 4] = np.nan, -np.inf, 0.5  # non-finite cells never draw a line
+    rows = range(6) if query is None else [query]
+    by_hand = [(i, j, float(weights[i, j])) for i in rows for j in range(5) if weights[i, j] >= 0.5]  # NaN >= is False
+    found = line_segments(weights, 0.5, query)
+    assert found == by_hand and all(type(v) is float and type(i) is int for i, _, v in found)

@@ -7,10 +7,17 @@ its byte budget (the newest entry of each kind always stays, however large), and
 many sessions ask for it at the same moment (a per-key lock: the others wait and share the result).
 
 Pure Python: no streamlit, no torch; the caller says how many bytes a value holds.
+
+Evicted values are often reference cycles: every plotly object points back to its parent, so a figure's
+arrays are freed only by Python's cycle collector, which runs after enough new objects, not enough
+bytes. Left to it, a 1,024-token SmolLM2 session kept about 170 MB of dead figures per recompute (RSS
+1.9 -> 2.6 GB over six changes). So once evictions pass ``collect_bytes``, the store runs ``gc.collect()``
+(outside its lock; tens of milliseconds, on a change that just built that much).
 """
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -25,8 +32,10 @@ def _kind(key: Hashable) -> Hashable:
 class Store:
     """key -> value, least recently used evicted beyond ``budget_bytes`` (see the module docstring)."""
 
-    def __init__(self, budget_bytes: int) -> None:
+    def __init__(self, budget_bytes: int, collect_bytes: int = 64 * 2**20) -> None:
         self.budget_bytes = int(budget_bytes)
+        self.collect_bytes = int(collect_bytes)  # evicted bytes after which the cycle collector runs
+        self._evicted = 0  # bytes evicted since it last ran
         self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
         self._lock = threading.Lock()  # guards _entries and _computing
         self._computing: dict[Hashable, threading.Lock] = {}
@@ -56,6 +65,11 @@ class Store:
                 self._entries[key] = (value, nbytes)
                 self._entries.move_to_end(key)
                 self._evict()
+                collect = self._evicted >= self.collect_bytes
+                if collect:
+                    self._evicted = 0
+            if collect:
+                gc.collect()  # free evicted figures now (plotly objects are cycles: see the module docstring)
             return value
         finally:
             with self._lock:
@@ -81,7 +95,9 @@ class Store:
         for key in [k for k in self._entries if k not in keep]:
             if total <= self.budget_bytes:
                 break
-            total -= self._entries.pop(key)[1]
+            freed = self._entries.pop(key)[1]
+            total -= freed
+            self._evicted += freed
 
     @property
     def nbytes(self) -> int:

@@ -24,13 +24,12 @@ LINE_COLOUR = LINE_COLOURS[0]
 
 def line_segments(weights: np.ndarray, threshold: float, query: int | None = None) -> list[tuple[int, int, float]]:
     """(query, key, weight) for every weight >= ``threshold`` (only row ``query`` when given)."""
-    rows = range(weights.shape[0]) if query is None else [query]
-    return [
-        (i, j, float(weights[i, j]))
-        for i in rows
-        for j in range(weights.shape[1])
-        if np.isfinite(weights[i, j]) and weights[i, j] >= threshold
-    ]
+    block = weights if query is None else weights[query : query + 1]  # (L or 1, S)
+    first = 0 if query is None else query
+    with np.errstate(invalid="ignore"):
+        rows, cols = np.nonzero(np.isfinite(block) & (block >= threshold))  # row-major: by query, then key
+    values = block[rows, cols].tolist()  # Python floats, as float(weights[i, j])
+    return list(zip((rows + first).tolist(), cols.tolist(), values, strict=True))
 
 
 def _line_traces(
