@@ -15,6 +15,7 @@ count as 0. These are the only definitions: the core keeps just a torch ``row_en
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -47,15 +48,17 @@ def _checked(weights) -> np.ndarray:
 
 def _weights(weights) -> np.ndarray:
     """float64 weights with non-finite cells as 0."""
-    weights = _checked(weights).astype(np.float64, copy=False)
-    return np.where(np.isfinite(weights), weights, 0.0)
+    widened = _checked(weights).astype(np.float64)  # (..., L, S) always a fresh float64 copy: zeroed in place
+    widened[~np.isfinite(widened)] = 0.0
+    return widened
 
 
 def row_entropy(weights) -> np.ndarray:
     """(..., L): -Σ_j w_ij ln w_ij per row, with 0 ln 0 = 0."""
     weights = _weights(weights)
-    logs = np.log(np.where(weights > 0, weights, 1.0))
-    return -(weights * logs).sum(axis=-1)
+    terms = np.log(weights, out=np.zeros_like(weights), where=weights > 0)  # ln w, and 0 where w = 0
+    np.multiply(weights, terms, out=terms)  # w ln w (one temporary, not four)
+    return -terms.sum(axis=-1)
 
 
 def mean_entropy(weights) -> np.ndarray:
@@ -73,9 +76,16 @@ def mean_max_weight(weights) -> np.ndarray:
 def mean_distance(weights) -> np.ndarray:
     """(...): Σ_j w_ij |i - j| per row, averaged over rows."""
     weights = _weights(weights)
-    rows, cols = weights.shape[-2:]
-    distance = np.abs(np.arange(rows)[:, None] - np.arange(cols)[None, :])  # (L, S) |i - j|
-    return (weights * distance).sum(axis=-1).mean(axis=-1)
+    np.multiply(weights, _distances(*weights.shape[-2:]), out=weights)  # w_ij |i - j| (in the fresh copy)
+    return weights.sum(axis=-1).mean(axis=-1)
+
+
+@functools.lru_cache(maxsize=4)
+def _distances(rows: int, cols: int) -> np.ndarray:
+    """(L, S) |i - j| as float64 (exact: integers), made once per size and shared read-only."""
+    distance = np.abs(np.arange(rows)[:, None] - np.arange(cols)[None, :]).astype(np.float64)
+    distance.flags.writeable = False
+    return distance
 
 
 def previous_token_weight(weights) -> np.ndarray:
