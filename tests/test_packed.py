@@ -17,7 +17,7 @@ from attention_core.pretrained import capture, load_model, tokenize
 from tests.tiny_models import build_tiny_model
 from viz.rollout import attention_rollout
 from viz.stats import STATISTICS, overview_matrix
-from viz.summaries import overview_by_head, rollout_streamed
+from viz.summaries import overview_by_head, overviews_by_head, rollout_streamed
 
 
 def causal_weights(layers: int, heads: int, n: int, seed: int = 0) -> np.ndarray:
@@ -80,8 +80,10 @@ def test_a_non_causal_or_one_token_capture_stays_one_dense_buffer():
 def test_viz_and_head_roles_read_the_stack_a_layer_at_a_time():
     dense = causal_weights(3, 4, 12, seed=2)
     stack = stack_returned([torch.from_numpy(layer[None].copy()) for layer in dense])
+    together = overviews_by_head(stack, tuple(STATISTICS))  # one pass over the layers for every statistic
     for name in STATISTICS:
         assert np.array_equal(overview_matrix(stack, name), overview_matrix(dense, name))
+        assert np.array_equal(together[name], overview_matrix(dense, name))
         assert np.array_equal(overview_by_head(stack, name), overview_matrix(dense, name))
     assert np.array_equal(attention_rollout(stack), attention_rollout(dense))
     assert np.array_equal(rollout_streamed(stack), attention_rollout(dense))

@@ -30,6 +30,7 @@ from attention_core import lab, pipeline
 from attention_core.analysis import VARIANCE_SAMPLES
 from attention_core.request import TraceRequest, validate
 from viz.summaries import overview_by_head as overview_by_head  # re-exported: tests and callers read it here
+from viz.summaries import overviews_by_head
 from viz.summaries import rollout_streamed as rollout_streamed
 
 from . import plotly_spec, prefetch
@@ -339,11 +340,16 @@ def _summary_key(trace, request: TraceRequest) -> tuple:
 
 def overview(trace, request: TraceRequest, statistic: str) -> np.ndarray:
     """(layers, heads) statistic of the model's (or the core's) weights, once per capture and statistic."""
+    from viz.stats import STATISTICS
     from viz.views import heads_source
 
     attentions, _, _ = heads_source(trace)
-    key = ("overview", statistic, _summary_key(trace, request))
-    return store().get(key, lambda: overview_by_head(attentions, statistic), _nbytes_value)
+    key = ("overview", _summary_key(trace, request))  # every statistic at once: one pass over the layers
+
+    def build() -> dict:
+        return overviews_by_head(attentions, tuple(STATISTICS))
+
+    return store().get(key, build, lambda value: sum(a.nbytes for a in value.values()))[statistic]
 
 
 def rollout(trace, request: TraceRequest) -> np.ndarray | None:

@@ -11,13 +11,22 @@ import numpy as np
 def overview_by_head(attentions: np.ndarray, statistic: str) -> np.ndarray:
     """(layers, H) ``viz.stats.overview_matrix``, one head at a time: the same numbers (each statistic is
     per head), with one head's float64 temporaries (about 24 MB at 1,024 tokens) instead of one layer's (216 MB)."""
+    return overviews_by_head(attentions, (statistic,))[statistic]
+
+
+def overviews_by_head(attentions, statistics) -> dict[str, np.ndarray]:
+    """{statistic: (layers, H)} for several statistics in one pass over the layers: each layer is read once
+    (a packed causal store unpacks it once, not once per statistic), each cell as ``overview_by_head``'s."""
     from viz.stats import overview_matrix
 
     layers, heads = attentions.shape[:2]
-    values = np.empty((layers, heads), dtype=np.float64)  # (layers, H)
+    values = {name: np.empty((layers, heads), dtype=np.float64) for name in statistics}  # each (layers, H)
     for layer in range(layers):
+        maps = attentions[layer]  # (H, L, S) this layer's weights
         for head in range(heads):
-            values[layer, head] = overview_matrix(attentions[layer, head][None, None], statistic)[0, 0]
+            one = maps[head][None, None]  # (1, 1, L, S)
+            for name in statistics:
+                values[name][layer, head] = overview_matrix(one, name)[0, 0]
     return values
 
 

@@ -35,8 +35,6 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     st.subheader(f"All heads of layer {trace.layer} ({source})")
     request = settings.request()
     precomputed = {f"overview_{name}": compute.overview(trace, request, name) for name in STATISTICS}
-    if trace.model_attentions is not None:
-        precomputed["rollout"] = compute.rollout(trace, request)
     figs = compute.figures(
         trace,
         request,
@@ -79,7 +77,8 @@ def render(trace: ModelTrace, settings: Settings) -> None:
             figure(fig, "lines", matrices_for_trace(trace, "lines", head=trace.head)["lines_weights"])
     if trace.model_attentions is not None:
         box = st.expander("Attention rollout across layers", expanded=False, key="open_rollout", on_change="rerun")
-        if box.open:
+        if box.open:  # the rollout (every layer multiplied through: seconds at long inputs) only when opened
+            precomputed["rollout"] = compute.rollout(trace, request)
             with box:
                 st.caption(
                     "Each layer's head-averaged attention, mixed with the residual path (0.5·A + 0.5·I), "
