@@ -138,6 +138,50 @@ class CausalStack:
             return torch.from_numpy(self.layer(index))
 
 
+class LayerSink:
+    """The weights each attention layer returns, taken as the forward pass runs (a forward hook per layer)
+    and packed at once when causal, so the pass never holds every layer's full maps (SmolLM2 at 1,024
+    tokens: 1.1 GB the model would collect with ``output_attentions=True``)."""
+
+    def __init__(self, layers: int) -> None:
+        self.layers = layers
+        self.packed: np.ndarray | None = None  # (layers, H, L(L+1)/2), made at the first causal layer
+        self.length = 0
+        self.dense: dict[int, torch.Tensor] = {}  # layers that are not causal (or not square), as returned
+        self.seen: set[int] = set()
+
+    def add(self, index: int, weights: torch.Tensor) -> None:
+        """Layer ``index``'s (H, L, S) float32 CPU weights, bit for bit as the model returned them."""
+        self.seen.add(index)
+        self.dense.pop(index, None)
+        heads, length = weights.shape[0], weights.shape[-1]
+        fits = self.packed is None or (self.packed.shape[1] == heads and self.length == length)
+        if length > 1 and fits and upper_is_zero(weights):
+            if self.packed is None:
+                self.packed = np.empty((self.layers, heads, length * (length + 1) // 2), dtype=np.float32)
+                self.length = length
+            pack(weights.numpy(), self.packed[index])
+        else:
+            self.dense[index] = weights
+
+    @property
+    def complete(self) -> bool:
+        return len(self.seen) == self.layers
+
+    def result(self) -> torch.Tensor | CausalStack:
+        """Every layer as a CausalStack, or, when any layer is not causal, one (layers, H, L, S) float32 buffer."""
+        if not self.dense:
+            return CausalStack(self.packed, self.length)
+        first = next(iter(self.dense.values()))
+        buffer = torch.empty((self.layers, *first.shape), dtype=torch.float32)  # (layers, H, L, S)
+        for index in range(self.layers):
+            if index in self.dense:
+                buffer[index].copy_(self.dense.pop(index))
+            else:
+                unpack(self.packed[index], self.length, out=buffer[index].numpy())
+        return buffer
+
+
 def stack_returned(returned: list) -> torch.Tensor | CausalStack:
     """The model's per-layer weights as one store: packed when every layer is causal (exactly zero above
     the diagonal), else one float32 (layers, H, L, S) buffer. Each layer's own tensor is released as it is

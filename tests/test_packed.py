@@ -125,3 +125,39 @@ def test_a_padded_decoder_capture_keeps_the_models_numbers(tiny_decoder):
     padded = pad_tokens(tiny_decoder, tokens, tokens.ids.shape[1] + 4)
     cap = capture(tiny_decoder, padded)
     assert np.array_equal(np.asarray(cap.weights_by_layer), _returned(tiny_decoder, padded))
+
+
+@pytest.mark.parametrize("family", ["llama", "bert", "gpt2"])
+def test_one_forward_pass_takes_each_layers_weights_as_it_runs(family, tmp_path, monkeypatch):
+    """The hooks take every layer's returned weights during one pass without ``output_attentions`` (the
+    model never holds every layer at once); where they cannot, the model is asked for them (same numbers)."""
+    import sys
+
+    capture_module = sys.modules["attention_core.pretrained.capture"]
+    loaded = load_model(str(build_tiny_model(family, tmp_path / family)))
+    tokens = tokenize(loaded, "the cat sat on the mat and the dog sat")
+    reference = _returned_any(loaded, tokens)
+    runs = []
+    original = capture_module._run
+    monkeypatch.setattr(capture_module, "_run", lambda *a, **k: runs.append(k) or original(*a, **k))
+    cap = capture(loaded, tokens)
+    assert runs == [{"output_attentions": False}]
+    assert np.array_equal(np.asarray(cap.weights_by_layer).view(np.int32), reference.view(np.int32))
+    assert isinstance(cap.stacked, CausalStack) == (family != "bert")
+
+    runs.clear()
+    monkeypatch.setattr(capture_module.LayerSink, "complete", property(lambda self: False))  # hooks saw too little
+    again = capture(loaded, tokens)
+    assert runs == [{"output_attentions": False}, {"output_attentions": True}]
+    assert np.array_equal(np.asarray(again.weights_by_layer), reference)
+
+
+def _returned_any(loaded, tokens) -> np.ndarray:
+    import inspect
+
+    kwargs = {"use_cache": False} if "use_cache" in inspect.signature(loaded.runner.forward).parameters else {}
+    with torch.no_grad():
+        out = loaded.runner(
+            input_ids=tokens.ids, attention_mask=tokens.attention_mask, output_attentions=True, **kwargs
+        )
+    return torch.stack([a[0] for a in out.attentions]).numpy()

@@ -69,14 +69,13 @@ def test_folder_without_config(tmp_path):
 def test_model_that_returns_no_attentions_fails_at_load(bert_folder, monkeypatch):
     from transformers.models.bert import modeling_bert
 
-    original = modeling_bert.BertModel.forward
+    original = modeling_bert.BertSelfAttention.forward
 
     def without_attentions(self, *args, **kwargs):
         out = original(self, *args, **kwargs)
-        out.attentions = None  # as a fused attention kernel would leave it
-        return out
+        return out[0], None  # as a fused attention kernel leaves it: no weights, for the hooks or the model
 
-    monkeypatch.setattr(modeling_bert.BertModel, "forward", without_attentions)
+    monkeypatch.setattr(modeling_bert.BertSelfAttention, "forward", without_attentions)
     with pytest.raises(ModelLoadError, match="returned no attention weights") as info:
         load_model(str(bert_folder))
     assert str(bert_folder) in str(info.value)

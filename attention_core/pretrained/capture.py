@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from ..multihead import ProjectionWeights, split_heads
-from ..packed import CausalStack, stack_returned
+from ..packed import CausalStack, LayerSink, stack_returned
 from ..positional import apply_rotary
 from ..traces import ModelFacts
 from .errors import ModelLoadError
@@ -125,6 +125,7 @@ class _Recorder:
     def __init__(self, sites: tuple[AttentionSite, ...]) -> None:
         self.sites = sites
         self.records: list[dict] = [{} for _ in sites]
+        self.weights = LayerSink(len(sites))  # each layer's returned weights, packed as the pass runs
         self.handles: list = []
         self.signatures = [inspect.signature(s.attention.forward) for s in sites]
 
@@ -142,6 +143,8 @@ class _Recorder:
                 hook(site.out_proj.register_forward_pre_hook(partial(self._input, record, "merged")))
             else:
                 hook(site.attention.register_forward_hook(partial(self._output, record, "merged")))
+        for index, site in enumerate(self.sites):
+            self.handles.append(site.attention.register_forward_hook(partial(self._weights, index, site.num_heads)))
 
     def detach(self) -> None:
         for handle in self.handles:
@@ -164,6 +167,12 @@ class _Recorder:
     def _input(self, record: dict, key: str, module, args) -> None:
         if args and isinstance(args[0], torch.Tensor):
             record[key] = self._copy(args[0])
+
+    def _weights(self, index: int, heads: int, module, args, output) -> None:
+        """The attention module's (attn_output, attn_weights): the very tensor ``output_attentions`` collects."""
+        weights = output[1] if isinstance(output, tuple) and len(output) > 1 else None
+        if isinstance(weights, torch.Tensor) and weights.dim() == 4 and weights.shape[:2] == (1, heads):
+            self.weights.add(index, weights.detach()[0].to("cpu", torch.float32))
 
     def _output(self, record: dict, key: str, module, args, output) -> None:
         tensor = output[0] if isinstance(output, tuple) else output
@@ -239,18 +248,16 @@ def _layer_weights(stored, index: int):
     return stored[index] if isinstance(stored, torch.Tensor) else (stored, index)
 
 
-def _forward_kwargs(runner) -> dict:
+def _forward_kwargs(runner, output_attentions: bool) -> dict:
     params = inspect.signature(runner.forward).parameters
-    kwargs = {"output_attentions": True, "return_dict": True}
+    kwargs = {"output_attentions": output_attentions, "return_dict": True}
     if "use_cache" in params:
         kwargs["use_cache"] = False  # no key/value cache: one pass over the whole text
     return kwargs
 
 
-def capture(loaded: LoadedModel, tokens: Tokens) -> Capture:
-    """Run ``tokens`` (batch 1) through the model once and record every layer (see LayerCapture)."""
-    if tokens.ids.dim() != 2 or tokens.ids.shape[0] != 1:
-        raise ValueError(f"capture takes one sequence: ids must be (1, L), got {tuple(tokens.ids.shape)}")
+def _run(loaded: LoadedModel, tokens: Tokens, *, output_attentions: bool):
+    """One forward pass with the recorder's hooks on: (recorder, the model's outputs)."""
     runner = loaded.runner
     recorder = _Recorder(loaded.sites)
     with loaded.lock, torch.no_grad():  # hooks live on shared modules: one capture at a time
@@ -259,22 +266,38 @@ def capture(loaded: LoadedModel, tokens: Tokens) -> Capture:
             outputs = runner(
                 input_ids=tokens.ids.to(loaded.device),
                 attention_mask=tokens.attention_mask.to(loaded.device),
-                **_forward_kwargs(runner),
+                **_forward_kwargs(runner, output_attentions),
             )
         finally:
             recorder.detach()
-    returned = list(getattr(outputs, "attentions", None) or ())
-    del outputs  # the output object holds every layer's weights too; keep only ``returned``
-    if not returned or any(a is None for a in returned):
-        raise ModelLoadError(
-            loaded.name,
-            "the model returned no attention weights (its attention runs in a fused kernel such as sdpa)",
-            "Load it with attn_implementation='eager'; Attention Lens does this itself, so this architecture "
-            "may not support eager attention",
-        )
-    # (layers, H, L, S): one store (``torch.stack`` would hold two full copies: 2.3 GB for SmolLM2 at 1,024
-    # tokens); a causal model's lower triangles only (attention_core/packed.py)
-    attentions = stack_returned(returned)
+    return recorder, outputs
+
+
+def capture(loaded: LoadedModel, tokens: Tokens) -> Capture:
+    """Run ``tokens`` (batch 1) through the model once and record every layer (see LayerCapture)."""
+    if tokens.ids.dim() != 2 or tokens.ids.shape[0] != 1:
+        raise ValueError(f"capture takes one sequence: ids must be (1, L), got {tuple(tokens.ids.shape)}")
+    # Each attention layer's returned weights are taken by a hook as the pass runs (packed at once when
+    # causal); only where the hooks did not see every layer is the model asked to collect them itself
+    # (``output_attentions=True``: every layer's full maps held until the pass ends).
+    recorder, outputs = _run(loaded, tokens, output_attentions=False)
+    if loaded.sites and recorder.weights.complete:
+        attentions = recorder.weights.result()  # (layers, H, L, S): a CausalStack, or one dense buffer
+        del outputs
+    else:
+        recorder, outputs = _run(loaded, tokens, output_attentions=True)
+        returned = list(getattr(outputs, "attentions", None) or ())
+        del outputs  # the output object holds every layer's weights too; keep only ``returned``
+        if not returned or any(a is None for a in returned):
+            raise ModelLoadError(
+                loaded.name,
+                "the model returned no attention weights (its attention runs in a fused kernel such as sdpa)",
+                "Load it with attn_implementation='eager'; Attention Lens does this itself, so this architecture "
+                "may not support eager attention",
+            )
+        # (layers, H, L, S): one store (``torch.stack`` would hold two full copies: 2.3 GB for SmolLM2 at 1,024
+        # tokens); a causal model's lower triangles only (attention_core/packed.py)
+        attentions = stack_returned(returned)
     notes: list[str] = [tokens.notice] if tokens.notice else []
     masks: dict = {}
     rotaries: dict = {}
