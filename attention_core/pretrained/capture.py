@@ -1,7 +1,11 @@
 """Capture what every attention layer of a real model computed, with hooks on its own modules.
 
-One forward pass with ``output_attentions=True``. Forward hooks (``register_forward_hook`` /
+One forward pass. Forward hooks (``register_forward_hook`` /
 ``register_forward_pre_hook(..., with_kwargs=True)``) on the model's own modules record, per layer:
+
+- the attention weights the layer returned (the attention module's (attn_output, attn_weights), the very
+  tensor ``output_attentions=True`` would collect), packed at once when causal (attention_core/packed.py);
+  a model whose modules do not hand them over is run again with ``output_attentions=True``,
 
 - the input X of the q/k/v projections (pre-hook on q_proj / query / c_attn),
 - q, k, v (forward hooks on the projections; GPT-2's fused c_attn is split in three),
