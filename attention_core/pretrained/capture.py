@@ -6,7 +6,6 @@ One forward pass. Forward hooks (``register_forward_hook`` /
 - the attention weights the layer returned (the attention module's (attn_output, attn_weights), the very
   tensor ``output_attentions=True`` would collect), packed at once when causal (attention_core/packed.py);
   a model whose modules do not hand them over is run again with ``output_attentions=True``,
-
 - the input X of the q/k/v projections (pre-hook on q_proj / query / c_attn),
 - q, k, v (forward hooks on the projections; GPT-2's fused c_attn is split in three),
 - the attention mask and rotary (cos, sin) the attention module was called with (pre-hook kwargs),
