@@ -11,7 +11,7 @@ Pure Python: no streamlit, no torch; the caller says how many bytes a value hold
 Evicted values are often reference cycles: every plotly object points back to its parent, so a figure's
 arrays are freed only by Python's cycle collector, which runs after enough new objects, not enough
 bytes. Left to it, a 1,024-token SmolLM2 session kept about 170 MB of dead figures per recompute (RSS
-1.9 -> 2.6 GB over six changes). So once evictions pass ``collect_bytes``, the store runs ``gc.collect()``
+1.9 -> 2.6 GB over six changes). So once evictions pass ``collect_bytes`` (32 MB), the store runs ``gc.collect()``
 (outside its lock; tens of milliseconds, on a change that just built that much).
 """
 
@@ -32,7 +32,7 @@ def _kind(key: Hashable) -> Hashable:
 class Store:
     """key -> value, least recently used evicted beyond ``budget_bytes`` (see the module docstring)."""
 
-    def __init__(self, budget_bytes: int, collect_bytes: int = 64 * 2**20) -> None:
+    def __init__(self, budget_bytes: int, collect_bytes: int = 32 * 2**20) -> None:
         self.budget_bytes = int(budget_bytes)
         self.collect_bytes = int(collect_bytes)  # evicted bytes after which the cycle collector runs
         self._evicted = 0  # bytes evicted since it last ran
