@@ -112,10 +112,10 @@ def test_evicted_cycles_are_collected_once_enough_bytes_were_evicted(collect_byt
 def test_the_server_freezes_what_it_loaded_once_so_collections_stay_cheap():
     import gc
 
-    from ui import compute
+    from ui import compute, store
 
     compute.load_model("minilm")  # the bundled default (cached per process)
-    assert compute.FROZEN and compute.FROZEN[0] > 1000 and gc.get_freeze_count() > 1000  # (frees shrink it)
-    count = compute.FROZEN[:]
-    compute.freeze_long_lived()  # once per server: a second call changes nothing
-    assert compute.FROZEN == count
+    assert store.FROZEN and store.FROZEN[0] > 1000 and gc.get_freeze_count() > 1000  # (frees shrink it)
+    count = store.FROZEN[:]
+    store.freeze_long_lived()  # once per server: a second call changes nothing
+    assert store.FROZEN == count

@@ -36,6 +36,7 @@ from viz.summaries import rollout_streamed as rollout_streamed
 from . import plotly_spec, prefetch
 from .policy import ServerBusy as ServerBusy  # app.py catches it as compute.ServerBusy
 from .policy import env_number, heavy
+from .store import freeze_long_lived
 
 MAX_TRACE_MB = env_number("ATTENTION_LENS_MAX_TRACE_MB", 1536.0, 1.0)
 CACHE_MB = env_number("ATTENTION_LENS_CACHE_MB", 512.0, 16.0)
@@ -144,29 +145,8 @@ def load_model(name: str):
     folder = models_dir()
     with heavy():
         loaded = pipeline.load(TraceRequest(model=name), models_dir=folder, allow_local=folder is not None)
-    freeze_long_lived()
+    freeze_long_lived()  # once per server (ui/store.py)
     return loaded
-
-
-_frozen = threading.Lock()
-FROZEN: list[int] = []  # objects moved out of the cycle collector's sight, once per server (tests read it)
-
-
-def freeze_long_lived() -> None:
-    """Once per server, after its first model is loaded: ``gc.collect()`` then ``gc.freeze()``. What exists
-    then (Streamlit, torch, transformers' modules and classes, the model: about 420,000 objects) lives as long
-    as the server, and a full collection walked all of it every time: 260 ms, which the store's collection
-    after big evictions (ui/store.py) paid on a click. Frozen, a collection walks only what came later (about
-    1 ms after a rerun). Later model loads do not freeze again: by then figures of other sessions may be
-    alive, and frozen cycles would never be collected."""
-    import gc
-
-    with _frozen:
-        if FROZEN:
-            return
-        gc.collect()
-        gc.freeze()
-        FROZEN.append(gc.get_freeze_count())
 
 
 FLOAT64_TTL_S = 600.0  # a float64 copy unused for this long is let go
