@@ -342,7 +342,7 @@ def _summary_key(trace, request: TraceRequest) -> tuple:
 
 
 def overview(trace, request: TraceRequest, statistic: str) -> np.ndarray:
-    """(layers, heads) statistic of the model's (or the core's) weights, once per capture and statistic."""
+    """(layers, heads) statistic of the model's (or the core's) weights; all five made once per capture."""
     from viz.stats import STATISTICS
     from viz.views import heads_source
 
