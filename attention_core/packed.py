@@ -71,17 +71,6 @@ class CausalStack:
         self._kept: OrderedDict[int, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
 
-    @classmethod
-    def from_layers(cls, returned: list) -> CausalStack:
-        """Pack the model's per-layer (1, H, L, L) tensors, releasing each as soon as it is copied."""
-        first = returned[0].detach()[0]  # (H, L, L)
-        heads, length = first.shape[0], first.shape[-1]
-        packed = np.empty((len(returned), heads, length * (length + 1) // 2), dtype=np.float32)
-        for index in range(len(returned)):
-            pack(returned[index].detach()[0].cpu().numpy(), packed[index])
-            returned[index] = None  # release the model's tensor now
-        return cls(packed, length)
-
     @property
     def shape(self) -> tuple[int, int, int, int]:
         layers, heads, _ = self.packed.shape
@@ -183,14 +172,11 @@ class LayerSink:
 
 
 def stack_returned(returned: list) -> torch.Tensor | CausalStack:
-    """The model's per-layer weights as one store: packed when every layer is causal (exactly zero above
-    the diagonal), else one float32 (layers, H, L, S) buffer. Each layer's own tensor is released as it is
-    copied, so the peak is one store plus the layers not yet copied."""
-    if all(upper_is_zero(a.detach()[0]) for a in returned) and returned[0].shape[-1] > 1:
-        return CausalStack.from_layers(returned)
-    first = returned[0].detach()[0]  # (H, L, S)
-    buffer = torch.empty((len(returned), *first.shape), dtype=torch.float32)  # (layers, H, L, S)
+    """The model's per-layer (1, H, L, S) weights (``output_attentions``) as one store, by ``LayerSink``:
+    packed when every layer is causal, else one float32 (layers, H, L, S) buffer. Each layer's own tensor
+    is released as soon as it is taken."""
+    sink = LayerSink(len(returned))
     for index in range(len(returned)):
-        buffer[index].copy_(returned[index].detach()[0])  # exact: float32 -> float32 (or widened)
-        returned[index] = None
-    return buffer
+        sink.add(index, returned[index].detach()[0].to("cpu", torch.float32))
+        returned[index] = None  # release the model's tensor now
+    return sink.result()

@@ -70,15 +70,22 @@ def test_off_when_no_neighbours(monkeypatch):
     assert threading.active_count() >= 1
 
 
-@pytest.mark.slow
-def test_the_next_head_is_a_store_hit_in_the_app(monkeypatch):
+def _opened_with_one_neighbour(monkeypatch, **state) -> AppTest:
+    """The app opened with ``state`` in its session, one neighbour prefetched, the prefetch finished."""
     monkeypatch.setattr(prefetch, "NEIGHBOURS", 1)
     compute.store().clear()
     at = AppTest.from_file(APP, default_timeout=180)
-    at.session_state["text"] = "A head change should find its figures already built."
+    for key, value in state.items():
+        at.session_state[key] = value
     at.run()
     assert not at.exception and not at.error
     assert prefetch.wait_idle(60)
+    return at
+
+
+@pytest.mark.slow
+def test_the_next_head_is_a_store_hit_in_the_app(monkeypatch):
+    at = _opened_with_one_neighbour(monkeypatch, text="A head change should find its figures already built.")
     keys = [key for key in compute.store()._entries if key[0] == "figures"]
     assert {key[2] for key in keys} == {0, 1}, keys  # the head shown and its neighbour
     built = {key for key in keys if key[2] == 1}
@@ -94,15 +101,9 @@ def test_the_next_head_is_a_store_hit_in_the_app(monkeypatch):
 
 @pytest.mark.slow
 def test_the_next_query_is_a_store_hit_in_the_query_inspector(monkeypatch):
-    monkeypatch.setattr(prefetch, "NEIGHBOURS", 1)
-    compute.store().clear()
-    at = AppTest.from_file(APP, default_timeout=180)
-    at.session_state["text"] = "A query change should find its step-through already built."
-    at.session_state["view"] = "query"
-    at.session_state["query"] = 3
-    at.run()
-    assert not at.exception and not at.error
-    assert prefetch.wait_idle(60)
+    at = _opened_with_one_neighbour(
+        monkeypatch, text="A query change should find its step-through already built.", view="query", query=3
+    )
 
     def queries() -> set:
         return {

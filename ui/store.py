@@ -12,7 +12,7 @@ Evicted values are often reference cycles: every plotly object points back to it
 arrays are freed only by Python's cycle collector, which runs after enough new objects, not enough
 bytes. Left to it, a 1,024-token SmolLM2 session kept about 170 MB of dead figures per recompute (RSS
 1.9 -> 2.6 GB over six changes). So once evictions pass ``collect_bytes`` (32 MB), the store runs ``gc.collect()``
-(outside its lock; tens of milliseconds, on a change that just built that much).
+(outside its lock; about 1 ms once the server has frozen its long-lived objects: ``freeze_long_lived``).
 """
 
 from __future__ import annotations
