@@ -171,7 +171,15 @@ def view_panel(trace, settings, head_slot) -> None:
     Afterwards the neighbouring heads' figures are built in the background while nobody waits (ui.prefetch)."""
     with prefetch.running():
         _view_panel(trace, settings, head_slot)
-    prefetch.schedule()
+    prefetch.schedule(owner=_session())
+
+
+def _session():
+    """This browser tab's session id (its new prefetch replaces the one it queued before), None outside a server."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return None if ctx is None else ctx.session_id
 
 
 def _view_panel(trace, settings, head_slot) -> None:

@@ -63,6 +63,36 @@ def test_a_failing_build_is_skipped(monkeypatch):
     assert store.peek(("k", 3)) == 3 and store.peek(("k", 1)) is None
 
 
+def test_a_new_schedule_replaces_what_the_same_session_queued(monkeypatch):
+    """The page moved on: its older jobs (and the trace they hold) are dropped; another session's stay."""
+    monkeypatch.setattr(prefetch, "NEIGHBOURS", 1)
+    prefetch._noted.calls = []
+    store = Store(2**20)
+    with prefetch.running():  # nothing is built while a run is in progress
+        prefetch.note(store, _job, lambda value: 8, 5, 12)
+        assert prefetch.schedule(owner="tab A") == 2  # heads 6 and 4
+        prefetch.note(store, _job, lambda value: 8, 9, 12)
+        assert prefetch.schedule(owner="tab B") == 2  # heads 10 and 8
+        prefetch.note(store, _job, lambda value: 8, 1, 12)
+        assert prefetch.schedule(owner="tab A") == 2  # heads 2 and 0: A's 6 and 4 dropped
+    assert prefetch.wait_idle(10)
+    assert {key[1] for key in store._entries} == {0, 2, 8, 10}
+
+
+def test_nothing_is_built_ahead_while_the_store_is_over_budget(monkeypatch):
+    """A prefetched set would only evict the one on screen (the newest of its kind)."""
+    monkeypatch.setattr(prefetch, "NEIGHBOURS", 1)
+    prefetch._noted.calls = []
+    store = Store(100)
+    store.get(("capture", "long"), lambda: "C", lambda value: 150)  # alone over the budget
+    on_screen = store.get(("figures", 5), lambda: {"head": 5}, lambda value: 8)
+    prefetch.note(store, _job, lambda value: 8, 5, 12)
+    assert prefetch.schedule() == 2
+    assert prefetch.wait_idle(10)
+    assert store.peek(("figures", 6)) is None and store.peek(("figures", 4)) is None
+    assert store.peek(("figures", 5)) is on_screen
+
+
 def test_off_when_no_neighbours(monkeypatch):
     monkeypatch.setattr(prefetch, "NEIGHBOURS", 0)
     prefetch.note(Store(1024), _job, lambda value: 8, 0, 12)

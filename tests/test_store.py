@@ -119,3 +119,35 @@ def test_the_server_freezes_what_it_loaded_once_so_collections_stay_cheap():
     count = store.FROZEN[:]
     store.freeze_long_lived()  # once per server: a second call changes nothing
     assert store.FROZEN == count
+
+
+def test_room_is_made_before_a_new_value_of_a_kind_is_computed():
+    """Over budget, the old trace is let go before its replacement is built (not both held at the peak)."""
+    store = Store(budget_bytes=100)
+    store.get(("capture", "text"), lambda: "C", lambda v: 60)
+    store.get(("trace", 1), lambda: "T1", lambda v: 30)  # 90: under budget
+    seen = []
+
+    def build():
+        seen.append((store.peek(("trace", 1)), store.peek(("capture", "text"))))
+        return "T2"
+
+    store.get(("trace", 2), build, lambda v: 30)  # 90 + 30 expected > 100: trace 1 goes first
+    assert seen == [(None, "C")]  # the capture (another kind's newest) stays
+    assert store.get(("trace", 2), lambda: pytest.fail("cached"), lambda v: 0) == "T2"
+
+
+def test_no_room_is_made_while_the_new_value_fits():
+    store = Store(budget_bytes=100)
+    store.get(("trace", 1), lambda: "T1", lambda v: 30)
+    seen = []
+    store.get(("trace", 2), lambda: seen.append(store.peek(("trace", 1))) or "T2", lambda v: 30)
+    assert seen == ["T1"] and len(store) == 2
+
+
+def test_over_budget_when_the_newest_entries_alone_pass_the_budget():
+    store = Store(budget_bytes=100)
+    store.get(("trace", 1), lambda: "T1", lambda v: 60)
+    assert not store.over_budget
+    store.get(("capture", "long"), lambda: "C", lambda v: 90)  # each the newest of its kind: both stay
+    assert store.over_budget and len(store) == 2

@@ -7,6 +7,11 @@ figure calls for the heads next to the one shown (h+1, h-1, h+2, h-2); one daemo
 into the shared ``Store`` (the same keys, so a later click is a cache hit) and pauses whenever any
 script run of the server is in progress (``running``), so it only uses time nobody is waiting on.
 
+Two rules keep it from costing memory for nothing: a session's new schedule replaces the jobs it queued
+before (they were for a page that has moved on, and each held on to that page's trace), and nothing is
+built ahead while the store is over its budget (then a prefetched figure set would only evict the one on
+screen: SmolLM2 at 1,024 tokens, where one capture alone is larger than the default budget).
+
 Nothing here changes a number: the prefetched figures are exactly what the click would have built.
 Pure Python (no streamlit): the store and the builders are handed in by ``ui.compute``.
 """
@@ -68,20 +73,26 @@ def neighbours(head: int, num_heads: int, count: int | None = None) -> list[int]
     return order
 
 
-def schedule() -> int:
-    """Queue this run's figure calls at the neighbouring heads; start the builder. Returns jobs queued."""
+def schedule(owner: Hashable = None) -> int:
+    """Queue this run's figure calls at the neighbouring heads; start the builder. Returns jobs queued.
+
+    ``owner`` (the session): the jobs it queued before are dropped first, built or not."""
     calls = getattr(_noted, "calls", None) or []
     _noted.calls = []
-    if NEIGHBOURS <= 0 or not calls:
+    if NEIGHBOURS <= 0:
         return 0
     jobs = []
     for store, job, size, head, num_heads in calls:
         for other in neighbours(head, num_heads):
             key, build = job(other)
             if store.peek(key) is None:
-                jobs.append((store, key, build, size))
+                jobs.append((owner, store, key, build, size))
     global _worker
     with _lock:
+        if owner is not None:
+            kept = [queued for queued in _queue if queued[0] != owner]
+            _queue.clear()
+            _queue.extend(kept)
         _queue.extend(jobs)
         if jobs and (_worker is None or not _worker.is_alive()):
             _worker = threading.Thread(target=_work, name="attention-lens-prefetch", daemon=True)
@@ -102,8 +113,8 @@ def _work() -> None:
         with _lock:
             if not _queue:
                 return
-            store, key, build, size = _queue.popleft()
-        if store.peek(key) is not None:
+            _, store, key, build, size = _queue.popleft()
+        if store.peek(key) is not None or store.over_budget:
             continue
         try:
             store.get(key, build, size)
