@@ -113,8 +113,9 @@ def apply_theme(fig: go.Figure, theme: str = "screen") -> go.Figure:
     inside the figure (automargin), subplot titles take the theme's subtitle size.
     """
     spec = theme_spec(theme)
+    if not _has_template(fig, theme):
+        fig.layout.template = pio.templates[f"attention_lens_{theme}"]  # built once (below), copied here
     fig.update_layout(
-        template=_template(spec),
         font=dict(family=FONT_FAMILY, size=spec.font_size, color="#222"),
         title=dict(
             font=dict(size=spec.title_size),
@@ -143,6 +144,14 @@ def apply_theme(fig: go.Figure, theme: str = "screen") -> go.Figure:
     meta["theme"] = theme
     fig.layout.meta = meta
     return fig
+
+
+def _has_template(fig: go.Figure, theme: str) -> bool:
+    """True when ``fig`` already carries ``theme``'s template: a figure never themed gets plotly's default
+    template when it is created, and that default is the screen look (``_register_templates``). Assigning
+    the same template again cost a third of a figure's build (plotly validates and copies it)."""
+    themed = isinstance(fig.layout.meta, dict) and "theme" in fig.layout.meta
+    return theme == "screen" and not themed and pio.templates.default == "attention_lens_screen"
 
 
 def export_size(fig: go.Figure, theme: str = "slides") -> tuple[int, int]:
