@@ -142,35 +142,38 @@ def main() -> None:
         st.error(plain(str(err), 600), icon=":material/warning:")
         return
     replay_slot = header.render(trace, str(device), settings)
-    view_panel(trace, settings, head_slot)
-    if not replay_check(replay_slot, trace, settings.request()):
-        st.fragment(run_every=1.0)(replay_poll)(replay_slot, trace, settings.request())
+    del trace  # the fragments below look it up: what they are handed is kept until the next full run ends
+    view_panel(settings, head_slot)
+    if not replay_check(replay_slot, settings.request()):
+        st.fragment(run_every=1.0)(replay_poll)(replay_slot, settings.request())
 
 
-def replay_check(slot, trace, request) -> bool:
+def replay_check(slot, request) -> bool:
     """Fill the header's all-layers check; True when shown. A long input's check runs in the background
     (the view is usable meanwhile) and ``replay_poll`` looks for it every second."""
     summary = compute.replay_if_ready(request)
     if summary is None:
         slot.metric("Own core vs model, all layers", "checking…", help="Replaying every layer through the core.")
         return False
-    header.replay_metric(slot, replace(trace, replay=summary[0], replay_hidden=summary[1]))
+    header.replay_metric(slot, replace(compute.trace_for(request), replay=summary[0], replay_hidden=summary[1]))
     return True
 
 
-def replay_poll(slot, trace, request) -> None:
+def replay_poll(slot, request) -> None:
     """Once the background check is done, one full rerun shows it and ends the polling."""
     if compute.replay_if_ready(request) is not None:
         st.rerun()
 
 
 @st.fragment
-def view_panel(trace, settings, head_slot) -> None:
+def view_panel(settings, head_slot) -> None:
     """Everything that only chooses what to look at (head, view, query, statistic) reruns only this part:
-    the trace is the cached one, nothing is recomputed, and only this panel is sent and redrawn.
-    Afterwards the neighbouring heads' figures are built in the background while nobody waits (ui.prefetch)."""
+    the trace is the cached one (looked up, not handed in: a fragment's arguments live until the next full
+    run has finished, so an old trace would stay alive while its replacement is built), nothing is
+    recomputed, and only this panel is sent and redrawn. Afterwards the neighbouring heads' figures are
+    built in the background while nobody waits (ui.prefetch)."""
     with prefetch.running():
-        _view_panel(trace, settings, head_slot)
+        _view_panel(settings, head_slot)
     prefetch.schedule(owner=_session())
 
 
@@ -182,8 +185,9 @@ def _session():
     return None if ctx is None else ctx.session_id
 
 
-def _view_panel(trace, settings, head_slot) -> None:
+def _view_panel(settings, head_slot) -> None:
     try:
+        trace = compute.trace_for(settings.request())
         sidebar.head_slider(head_slot, trace.core.num_heads)
         view = (
             st.segmented_control(
