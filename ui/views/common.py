@@ -71,7 +71,8 @@ def _image(fig, fmt: str):
 
 
 def figure(fig, key: str, data=None, *, caption: str | None = None) -> None:
-    """Show ``fig``; offer SVG / PNG (slides) / CSV of ``data`` = (matrix, row_labels, col_labels)."""
+    """Show ``fig``; offer SVG / PNG (slides) / CSV of ``data`` = (matrix, row_labels, col_labels), or a
+    callable that returns it when the CSV is asked for (``ui.compute.lazy_matrices``)."""
     st.plotly_chart(shown(fig), width="stretch", theme=None, config=PLOT_CONFIG, key=f"fig_{key}")
     if caption:
         st.caption(caption)
@@ -97,7 +98,7 @@ def figure(fig, key: str, data=None, *, caption: str | None = None) -> None:
     if data is not None:
         cols[2].download_button(
             "CSV",
-            lambda: csv_bytes(*data),
+            lambda: csv_bytes(*(data() if callable(data) else data)),
             file_name=f"{key}.csv",
             mime="text/csv",
             key=f"csv_{key}",

@@ -6,7 +6,6 @@ import streamlit as st
 
 from attention_core.traces import ModelTrace
 from viz.compare import max_abs_difference
-from viz.views import matrices_for_trace
 
 from .. import compute
 from ..settings import Settings
@@ -34,7 +33,6 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     figs = compute.figures(
         trace, settings.request(), "compare", head=h, theme=settings.theme, show_values=settings.show_values or None
     )
-    data = matrices_for_trace(trace, "compare", head=h)
     diff = max_abs_difference(trace.core.head(h).weights, trace.model.head(h).weights)
     if trace.departures:
         st.warning(
@@ -51,7 +49,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         st.error(
             f"Max |difference| of the weights: **{diff:.2e}**: larger than float32 rounding.", icon=":material/error:"
         )
-    figure(figs["compare"], "compare", data.get("difference"))
+    figure(figs["compare"], "compare", compute.lazy_matrices(settings.request(), "compare", h).get("difference"))
 
     st.markdown(
         "**Every layer, two checks**: (a) the model's own captured q, k, v fed through the core's `sdpa.py`; "

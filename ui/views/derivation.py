@@ -7,7 +7,6 @@ import streamlit as st
 from attention_core.readouts import step_readouts
 from attention_core.traces import ModelTrace
 from viz.labels import plain_labels
-from viz.views import matrices_for_trace
 
 from .. import compute, display, live_temperature
 from ..settings import Settings
@@ -94,7 +93,7 @@ def _position_bias_step(trace: ModelTrace, settings: Settings, head, data: dict,
 def render(trace: ModelTrace, settings: Settings) -> None:
     live_temperature.follow_release()
     h = trace.head
-    data = matrices_for_trace(trace, "derivation", head=h)
+    data = compute.lazy_matrices(settings.request(), "derivation", h)
     head = trace.core.head(h)
     r = step_readouts(head)
     st.subheader(f"Layer {trace.layer}, head {h}: attention one step at a time")

@@ -7,7 +7,7 @@ import streamlit as st
 from attention_core.traces import ModelTrace
 from viz.labels import plain_labels
 from viz.stats import SHORT_NAMES
-from viz.views import heads_source, matrices_for_trace
+from viz.views import heads_source
 
 from .. import compute, display
 from ..settings import STATISTICS, Settings
@@ -74,7 +74,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     if lines.open:
         with lines:
             fig = compute.figures(trace, request, "lines", head=trace.head, theme=theme)["lines"]
-            figure(fig, "lines", matrices_for_trace(trace, "lines", head=trace.head)["lines_weights"])
+            figure(fig, "lines", compute.lazy_matrices(settings.request(), "lines", trace.head)["lines_weights"])
     if trace.model_attentions is not None:
         box = st.expander("Attention rollout across layers", expanded=False, key="open_rollout", on_change="rerun")
         if box.open:  # the rollout (every layer multiplied through: seconds at long inputs) only when opened
