@@ -1,0 +1,76 @@
+"""A figure's CSV download looks its numbers up when it is clicked (ui.compute.lazy_matrices).
+
+Streamlit keeps a download button's callable until the next script run has ended. One that held the
+matrices (views into the trace's arrays) kept the old trace alive while a recompute built the new one,
+so the callables hold only what names the numbers (the request, the view, the head, the name)."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from attention_core.request import TraceRequest
+from attention_core.traces import ModelTrace
+from ui import compute
+from ui.views import common
+from viz.views import matrices_for_trace
+
+REQUEST = TraceRequest(text="The cat sat on the mat.", head=2)
+
+
+def test_lazy_matrices_give_the_same_numbers_and_hold_no_arrays():
+    for view in ("derivation", "compare", "lines"):
+        lazy = compute.lazy_matrices(REQUEST, view, 2)
+        eager = matrices_for_trace(compute.trace_for(REQUEST), view, head=2)
+        assert set(lazy) == set(eager) and lazy
+        for name, make in lazy.items():
+            matrix, rows, cols = make()
+            assert np.array_equal(matrix, eager[name][0]) and rows == eager[name][1] and cols == eager[name][2]
+            held = [cell.cell_contents for cell in make.__closure__ or ()]
+            assert not any(isinstance(value, (np.ndarray, ModelTrace, tuple, dict)) for value in held), name
+
+
+class _Column:
+    def __init__(self, calls: list) -> None:
+        self.calls = calls
+
+    def download_button(self, label, data, **kwargs) -> None:
+        self.calls.append((label, data))
+
+    def caption(self, *args, **kwargs) -> None:
+        pass
+
+
+class _Streamlit:
+    """Just what ``common.figure`` calls."""
+
+    def __init__(self) -> None:
+        self.calls: list = []
+        self.session_state: dict = {}
+
+    def plotly_chart(self, *args, **kwargs) -> None:
+        pass
+
+    def caption(self, *args, **kwargs) -> None:
+        pass
+
+    def columns(self, spec):
+        return [_Column(self.calls) for _ in spec]
+
+
+def test_figure_resolves_a_callable_only_when_the_csv_is_asked_for(monkeypatch):
+    fake = _Streamlit()
+    monkeypatch.setattr(common, "st", fake)
+    asked = []
+    numbers = (np.array([[0.25, 0.75], [1.0, 0.0]]), ["a", "b"], ["a", "b"])
+
+    def later():
+        asked.append(1)
+        return numbers
+
+    common.figure(go.Figure(), "weights", later)
+    csv = dict(fake.calls)["CSV"]
+    assert asked == []  # nothing looked up while the page is drawn
+    assert csv() == common.csv_bytes(*numbers) and asked == [1]
+    common.figure(go.Figure(), "weights", numbers)  # a plain (matrix, rows, cols) still works
+    assert [data for label, data in fake.calls if label == "CSV"][-1]() == common.csv_bytes(*numbers)
