@@ -74,3 +74,46 @@ def test_figure_resolves_a_callable_only_when_the_csv_is_asked_for(monkeypatch):
     assert csv() == common.csv_bytes(*numbers) and asked == [1]
     common.figure(go.Figure(), "weights", numbers)  # a plain (matrix, rows, cols) still works
     assert [data for label, data in fake.calls if label == "CSV"][-1]() == common.csv_bytes(*numbers)
+
+
+def test_the_views_download_callables_hold_no_trace_and_still_build(monkeypatch):
+    """The slides zip and the lesson deck look the trace up when clicked, and what they build is whole."""
+    from pathlib import Path
+
+    from streamlit.delta_generator import DeltaGenerator
+    from streamlit.testing.v1 import AppTest
+
+    from tests.export_zips import open_zip, read_manifest
+
+    made: dict = {}
+    original = DeltaGenerator.download_button
+
+    def record(self, label, data, *args, **kwargs):
+        if callable(data):
+            made[kwargs.get("file_name", label)] = data
+        return original(self, label, data, *args, **kwargs)
+
+    monkeypatch.setattr(DeltaGenerator, "download_button", record)
+    import streamlit
+
+    plain = streamlit.download_button  # bound to the main area's DeltaGenerator when streamlit was imported
+
+    def record_main(label, data, *args, **kwargs):
+        if callable(data):
+            made[kwargs.get("file_name", label)] = data
+        return plain(label, data, *args, **kwargs)
+
+    monkeypatch.setattr(streamlit, "download_button", record_main)
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=180)
+    at.query_params.update({"text": "The cat sat on the mat.", "head": "3"})
+    at.run()
+    assert not at.exception and not at.error
+    (zip_name,) = [name for name in made if name.endswith(".zip")]
+    (deck_name,) = [name for name in made if name.startswith("attention-lens-lesson")]
+    for name, make in made.items():
+        held = [cell.cell_contents for cell in make.__closure__ or ()]
+        assert not any(isinstance(value, ModelTrace) for value in held), name
+    manifest = read_manifest(open_zip(made[zip_name]()))
+    assert manifest["settings"]["head"] == 3
+    deck = made[deck_name]()
+    assert b"<html" in deck[:500].lower() and b"head 3" in deck.lower()

@@ -17,12 +17,17 @@ from .settings import Settings
 from .text import plain
 from .views.common import image_export_problem
 
+# _NOT_HELD: a download button's callable lives until the next script run has ended; one that held the trace
+# kept it alive while a recompute built its replacement (about 160 MB at SmolLM2's 1,024 tokens), so the
+# callables below look the trace up from the settings when clicked (a cache hit: the same trace).
+
 
 def slides_button(trace: ModelTrace, settings: Settings, views: str) -> None:
     st.divider()
     left, right = st.columns(2)
 
     def make() -> bytes:  # deferred: rendered only when clicked (about half a second per image)
+        trace = compute.trace_for(settings.request())  # looked up (see _NOT_HELD)
         return export_zip(
             compute.with_replay(trace, settings.request()),  # the manifest records every layer's check
             "png,svg,html,csv",
@@ -57,6 +62,7 @@ def lesson_button(trace: ModelTrace, settings: Settings) -> None:
         return
 
     def make() -> bytes:  # deferred like the zip: built only when clicked
+        trace = compute.trace_for(settings.request())  # looked up (see _NOT_HELD)
         full = compute.with_replay(trace, settings.request())  # the model-check slide lists every layer
         head = full.core.head(full.head)
         return lesson_html(
