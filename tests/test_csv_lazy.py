@@ -1,4 +1,4 @@
-"""A figure's CSV download looks its numbers up when it is clicked (ui.compute.lazy_matrices).
+"""A figure's CSV download looks its numbers up when it is clicked (ui.views.common.lazy_matrices).
 
 Streamlit keeps a download button's callable until the next script run has ended. One that held the
 matrices (views into the trace's arrays) kept the old trace alive while a recompute built the new one,
@@ -20,7 +20,7 @@ REQUEST = TraceRequest(text="The cat sat on the mat.", head=2)
 
 def test_lazy_matrices_give_the_same_numbers_and_hold_no_arrays():
     for view in ("derivation", "compare", "lines"):
-        lazy = compute.lazy_matrices(REQUEST, view, 2)
+        lazy = common.lazy_matrices(REQUEST, view, 2)
         eager = matrices_for_trace(compute.trace_for(REQUEST), view, head=2)
         assert set(lazy) == set(eager) and lazy
         for name, make in lazy.items():

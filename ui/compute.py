@@ -257,21 +257,6 @@ def with_head(trace, head: int):
     return trace if head == trace.head else replace(trace, head=head)
 
 
-def lazy_matrices(request: TraceRequest, view: str, head: int) -> dict:
-    """name -> a callable giving ``viz.views.matrices_for_trace``'s (matrix, rows, cols) for one CSV, looked
-    up when the download is asked for. A download button's callable lives until the next run has ended, so
-    one that held the matrices (views into the trace's arrays) kept the old trace alive while a recompute
-    built the new one (about 160 MB at SmolLM2's 1,024 tokens)."""
-    from viz.views import matrices_for_trace
-
-    names = tuple(matrices_for_trace(trace_for(request), view, head=head))
-
-    def one(name: str):
-        return lambda: matrices_for_trace(trace_for(request), view, head=head)[name]
-
-    return {name: one(name) for name in names}
-
-
 def figures(trace, request: TraceRequest, view: str, **options) -> dict:
     """``viz.views.figures_for_trace`` once per numbers, head, view and options, shared by every session
     (a class opening the same link, a teacher going back to a head): treat the figures as read-only."""

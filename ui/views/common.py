@@ -12,9 +12,12 @@ import numpy as np
 import plotly.graph_objects as go
 import streamlit as st
 
+from attention_core.request import TraceRequest
 from viz import export as viz_export
 from viz.theme import apply_theme
+from viz.views import matrices_for_trace
 
+from .. import compute
 from ..plotly_spec import shown
 
 PLOT_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
@@ -70,9 +73,22 @@ def _image(fig, fmt: str):
     return make
 
 
+def lazy_matrices(request: TraceRequest, view: str, head: int) -> dict:
+    """name -> a callable giving ``viz.views.matrices_for_trace``'s (matrix, rows, cols) for one CSV, looked
+    up when the download is asked for. A download button's callable lives until the next run has ended, so
+    one that held the matrices (views into the trace's arrays) kept the old trace alive while a recompute
+    built the new one (about 160 MB at SmolLM2's 1,024 tokens)."""
+    names = tuple(matrices_for_trace(compute.trace_for(request), view, head=head))
+
+    def one(name: str):
+        return lambda: matrices_for_trace(compute.trace_for(request), view, head=head)[name]
+
+    return {name: one(name) for name in names}
+
+
 def figure(fig, key: str, data=None, *, caption: str | None = None) -> None:
     """Show ``fig``; offer SVG / PNG (slides) / CSV of ``data`` = (matrix, row_labels, col_labels), or a
-    callable that returns it when the CSV is asked for (``ui.compute.lazy_matrices``)."""
+    callable that returns it when the CSV is asked for (``lazy_matrices``)."""
     st.plotly_chart(shown(fig), width="stretch", theme=None, config=PLOT_CONFIG, key=f"fig_{key}")
     if caption:
         st.caption(caption)

@@ -10,7 +10,7 @@ from viz.compare import max_abs_difference
 from .. import compute
 from ..settings import Settings
 from ..text import plain
-from .common import figure
+from .common import figure, lazy_matrices
 
 
 def render(trace: ModelTrace, settings: Settings) -> None:
@@ -49,7 +49,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         st.error(
             f"Max |difference| of the weights: **{diff:.2e}**: larger than float32 rounding.", icon=":material/error:"
         )
-    figure(figs["compare"], "compare", compute.lazy_matrices(settings.request(), "compare", h).get("difference"))
+    figure(figs["compare"], "compare", lazy_matrices(settings.request(), "compare", h).get("difference"))
 
     st.markdown(
         "**Every layer, two checks**: (a) the model's own captured q, k, v fed through the core's `sdpa.py`; "

@@ -10,7 +10,7 @@ from viz.labels import plain_labels
 
 from .. import compute, display, live_temperature
 from ..settings import Settings
-from .common import figure
+from .common import figure, lazy_matrices
 
 
 def projection_latex(bias: bool) -> str:
@@ -93,7 +93,7 @@ def _position_bias_step(trace: ModelTrace, settings: Settings, head, data: dict,
 def render(trace: ModelTrace, settings: Settings) -> None:
     live_temperature.follow_release()
     h = trace.head
-    data = compute.lazy_matrices(settings.request(), "derivation", h)
+    data = lazy_matrices(settings.request(), "derivation", h)
     head = trace.core.head(h)
     r = step_readouts(head)
     st.subheader(f"Layer {trace.layer}, head {h}: attention one step at a time")

@@ -11,7 +11,7 @@ from viz.views import heads_source
 
 from .. import compute, display
 from ..settings import STATISTICS, Settings
-from .common import figure
+from .common import figure, lazy_matrices
 
 STATISTIC_HELP = {
     "entropy": "mean row entropy: low = focused, high = spread out",
@@ -74,7 +74,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     if lines.open:
         with lines:
             fig = compute.figures(trace, request, "lines", head=trace.head, theme=theme)["lines"]
-            figure(fig, "lines", compute.lazy_matrices(settings.request(), "lines", trace.head)["lines_weights"])
+            figure(fig, "lines", lazy_matrices(settings.request(), "lines", trace.head)["lines_weights"])
     if trace.model_attentions is not None:
         box = st.expander("Attention rollout across layers", expanded=False, key="open_rollout", on_change="rerun")
         if box.open:  # the rollout (every layer multiplied through: seconds at long inputs) only when opened
