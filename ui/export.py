@@ -17,7 +17,7 @@ from .settings import Settings
 from .text import plain
 from .views.common import image_export_problem
 
-# _NOT_HELD: a download button's callable lives until the next script run has ended; one that held the trace
+# A download button's callable lives until the next script run has ended; one that held the trace
 # kept it alive while a recompute built its replacement (about 160 MB at SmolLM2's 1,024 tokens), so the
 # callables below look the trace up from the settings when clicked (a cache hit: the same trace).
 
@@ -27,7 +27,7 @@ def slides_button(trace: ModelTrace, settings: Settings, views: str) -> None:
     left, right = st.columns(2)
 
     def make() -> bytes:  # deferred: rendered only when clicked (about half a second per image)
-        trace = compute.trace_for(settings.request())  # looked up (see _NOT_HELD)
+        trace = compute.trace_for(settings.request())  # looked up when clicked (see the comment above slides_button)
         return export_zip(
             compute.with_replay(trace, settings.request()),  # the manifest records every layer's check
             "png,svg,html,csv",
@@ -62,7 +62,7 @@ def lesson_button(trace: ModelTrace, settings: Settings) -> None:
         return
 
     def make() -> bytes:  # deferred like the zip: built only when clicked
-        trace = compute.trace_for(settings.request())  # looked up (see _NOT_HELD)
+        trace = compute.trace_for(settings.request())  # looked up when clicked (see the comment above slides_button)
         full = compute.with_replay(trace, settings.request())  # the model-check slide lists every layer
         head = full.core.head(full.head)
         return lesson_html(

@@ -28,6 +28,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Any
 
+_NO_KIND = object()  # ``Store._evict`` without room made for a kind
+
 
 def _kind(key: Hashable) -> Hashable:
     """``key[0]`` for a tuple key ("capture", "trace", "figures", ...); every other key is one kind."""
@@ -59,10 +61,8 @@ class Store:
                 if running is None:
                     running = self._computing[key] = threading.Lock()
                     running.acquire()
-                    self._make_room(_kind(key))
-                    collect = self._evicted >= self.collect_bytes
-                    if collect:
-                        self._evicted = 0
+                    self._evict(room_for=_kind(key))  # before computing: see the module docstring
+                    collect = self._collect_due()
                     break
             with running:  # another thread computes this key: wait, then look again (if it failed, compute here)
                 pass
@@ -76,9 +76,7 @@ class Store:
                 self._entries[key] = (value, nbytes)
                 self._entries.move_to_end(key)
                 self._evict()
-                collect = self._evicted >= self.collect_bytes
-                if collect:
-                    self._evicted = 0
+                collect = self._collect_due()
             if collect:
                 gc.collect()  # free evicted figures now (plotly objects are cycles: see the module docstring)
             return value
@@ -93,42 +91,30 @@ class Store:
             entry = self._entries.get(key)
         return None if entry is None else entry[0]
 
-    def _evict(self) -> None:
-        """Least recently used first, but the newest entry of each kind (``key[0]`` for tuple keys: a
-        capture, a trace, figures) stays: a long capture is never evicted by the trace built from it."""
-        total = sum(n for _, n in self._entries.values())
-        if total <= self.budget_bytes:
-            return
+    def _evict(self, room_for: Hashable = _NO_KIND) -> None:
+        """Least recently used first while over the budget, but the newest entry of each kind (``key[0]`` for
+        tuple keys: a capture, a trace, figures) stays: a long capture is never evicted by the trace built from
+        it. ``room_for`` (before a value of that kind is computed): also count the size of that kind's newest
+        entry (what the new value will likely need), and let that entry go too. Callers hold the lock."""
         newest = {}
-        for key in self._entries:  # oldest to newest: the last one seen of each kind wins
-            newest[_kind(key)] = key
-        keep = set(newest.values())
-        for key in [k for k in self._entries if k not in keep]:
-            if total <= self.budget_bytes:
-                break
-            freed = self._entries.pop(key)[1]
-            total -= freed
-            self._evicted += freed
-
-    def _make_room(self, kind: Hashable) -> None:
-        """Before a value of ``kind`` is computed: while the store holds more than its budget less the
-        newest entry of that kind's size (what the new value will likely need), evict the least recently
-        used, sparing the newest entry of every other kind."""
-        sizes = [n for k, (_, n) in self._entries.items() if _kind(k) == kind]
-        expected = sizes[-1] if sizes else 0  # the same kind is about the same size
+        for key, (_, nbytes) in self._entries.items():  # oldest to newest: the last one seen of each kind wins
+            newest[_kind(key)] = (key, nbytes)
+        expected = newest[room_for][1] if room_for in newest else 0  # the same kind is about the same size
+        keep = {key for kind, (key, _) in newest.items() if kind != room_for}
         total = sum(n for _, n in self._entries.values())
-        if total + expected <= self.budget_bytes:
-            return
-        newest = {}
-        for key in self._entries:
-            newest[_kind(key)] = key
-        keep = {key for k, key in newest.items() if k != kind}
         for key in [k for k in self._entries if k not in keep]:
             if total + expected <= self.budget_bytes:
                 break
             freed = self._entries.pop(key)[1]
             total -= freed
             self._evicted += freed
+
+    def _collect_due(self) -> bool:
+        """True (and the count restarted) once ``collect_bytes`` were evicted since the last collection."""
+        if self._evicted < self.collect_bytes:
+            return False
+        self._evicted = 0
+        return True
 
     @property
     def over_budget(self) -> bool:
