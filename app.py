@@ -13,7 +13,7 @@ import streamlit as st
 from attention_core.device import configure_threads, pick_device
 from attention_core.pretrained import DEFAULT_MODEL, ModelLoadError
 from attention_core.request import MAX_TEXT_CHARS
-from ui import compute, export, header, prefetch, sidebar, views
+from ui import chart, compute, export, header, prefetch, sidebar, views
 from ui.settings import URL_TEXT_CHARS, VIEW_LABELS, VIEWS, from_query_params, to_query_params
 from ui.text import plain
 from ui.views import common as view_common
@@ -102,6 +102,7 @@ def main() -> None:
         st.session_state["_seeded"] = True
     sidebar.keep_state()
     view_common.new_page()
+    chart.preload()
     for notice in st.session_state.pop("_url_notices", []):
         st.warning(f"Link setting fixed: {plain(notice)}", icon=":material/link:")
 

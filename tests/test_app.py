@@ -7,7 +7,6 @@ loaded here directly) and hand-stated mask shapes.
 from __future__ import annotations
 
 import base64
-import json
 import math
 from pathlib import Path
 
@@ -15,6 +14,8 @@ import numpy as np
 import pytest
 import torch
 from streamlit.testing.v1 import AppTest
+
+from tests import charts
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 TEXT = "The cat sat on the mat because it was tired."
@@ -32,10 +33,7 @@ def decode(value):
 
 
 def figure(at: AppTest, key: str) -> dict:
-    for chart in at.get("plotly_chart"):
-        if chart.proto.id.endswith(key):
-            return json.loads(chart.proto.spec)
-    raise AssertionError(f"no figure {key}; have {[c.proto.id.split('-')[-1] for c in at.get('plotly_chart')]}")
+    return charts.figure(at, key)
 
 
 def z(at: AppTest, key: str) -> np.ndarray:
@@ -218,7 +216,7 @@ def test_url_settings_apply_and_bad_ones_fall_back():
 def test_every_view_renders(app, view):
     app.segmented_control(key="view").set_value(view)
     ok(app.run())
-    assert app.get("plotly_chart")
+    assert charts.charts(app)
 
 
 def test_compare_view_reports_match(app):

@@ -165,3 +165,24 @@ def test_overview_statistic_switches_in_the_browser_without_a_server_run(browser
     no_errors(page)
     chart.screenshot(path=str(SHOTS / "heads-statistic.png"))
     page.close()
+
+
+def test_the_views_charts_use_the_app_s_own_cartesian_plotly_js(browser, url):
+    """The derivation view's charts are lens charts (ui/chart.py), drawn by the committed cartesian bundle
+    served from app/static/ (cacheable: it has validators), not the full bundle nor Streamlit's chart chunk."""
+    from ui import plotly_js
+
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    page.goto(url)
+    wait_idle(page)
+    no_errors(page)
+    assert page.locator(".lens-chart.js-plotly-plot").count() >= 3
+    assert page.locator(".js-plotly-plot").count() == page.locator(".lens-chart.js-plotly-plot").count()
+    loaded = page.evaluate("() => performance.getEntriesByType('resource').map(e => e.name)")
+    bundle = f"app/static/plotly-cartesian-{plotly_js.VERSION}.min.js"
+    assert any(name.endswith(bundle) for name in loaded)
+    assert not any("package_data" in name or name.endswith("/plotly.min.js") for name in loaded)
+    assert not any("/static/js/PlotlyChart." in name for name in loaded)
+    answer = page.request.get(f"{url}/{bundle}")
+    assert answer.status == 200 and answer.headers.get("etag") and answer.headers.get("last-modified")
+    page.close()

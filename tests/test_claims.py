@@ -8,7 +8,6 @@ autograd.functional.jacobian, and a plain softmax attention written out in the t
 from __future__ import annotations
 
 import base64
-import json
 import math
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from attention_core import lab
 from attention_core.bottleneck import first_token_jacobian_norms, measure_bottleneck
 from attention_core.similarity import dot_decomposition, toy_pair
 from attention_core.symmetry import demo_gaps, key_order_gap, symmetry_gaps
+from tests.charts import figure
 from viz.bottleneck import hops_figure, survival_figure
 from viz.similarity import angle_figure, cosine_scatter_figure, dot_factors_figure
 
@@ -269,10 +269,7 @@ def _decode(value) -> np.ndarray:
 
 
 def _figure(at: AppTest, key: str) -> dict:
-    for chart in at.get("plotly_chart"):
-        if chart.proto.id.endswith(key):
-            return json.loads(chart.proto.spec)
-    raise AssertionError(f"no figure {key}")
+    return figure(at, key)
 
 
 def _ok(at: AppTest) -> AppTest:

@@ -37,6 +37,7 @@ from attention_core.contributions_check import float64_layer, sum_check_float64
 from attention_core.kvcache_checks import float64_copy
 from attention_core.pretrained import capture, load_model, tokenize
 from tests.browser import chromium_path
+from tests.charts import charts
 from tests.tiny_models import build_tiny_model
 from viz.contributions import (
     CONTRIBUTION_MODES,
@@ -406,13 +407,13 @@ def test_the_view_draws_on_minilm_and_explains_scratch():
     (check,) = [m for m in at.metric if m.label.startswith("Σ heads")]
     assert check.label.endswith("(float64)") and float(check.value) <= 1e-5  # the raw float64 number
     assert "float64 copy" in check.proto.help and "for information only" in check.proto.help
-    drawn = len(at.get("plotly_chart"))
+    drawn = len(charts(at))
     assert drawn == 4  # grid, row, head shares, this layer's ablation
     slides = [b for b in at.get("download_button") if b.proto.label.startswith("⬇ Export this view for slides")]
     assert len(slides) == 1  # the view's zip, built on a click (tested above without Streamlit)
     at.button(key="contrib_map_go").click()
     at.run()
-    assert not at.exception and not at.error and len(at.get("plotly_chart")) == drawn + 1
+    assert not at.exception and not at.error and len(charts(at)) == drawn + 1
     at.radio(key="source").set_value("scratch")
     at.run()
     assert not at.exception and not at.error

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.charts import charts
 from viz.display import (
     HIDDEN_NOTE,
     WORDS_NOTE,
@@ -162,7 +163,6 @@ def test_export_writes_the_display_options_and_the_extra_maps(tmp_path):
 
 
 def test_the_app_shows_display_notes_and_head_roles():
-    import json
     from pathlib import Path
 
     from streamlit.testing.v1 import AppTest
@@ -175,7 +175,7 @@ def test_the_app_shows_display_notes_and_head_roles():
     at.session_state["open_roles"] = True
     at.run()
     assert not at.exception and not at.error
-    titles = [json.loads(c.proto.spec)["layout"]["title"]["text"] for c in at.get("plotly_chart")]
+    titles = [c.title for c in charts(at)]
     grid = next(t for t in titles if "all 12 heads" in t)
     assert "rows renormalised after hiding [CLS], [SEP]" in grid and "keys summed, queries averaged" in grid
     assert any(t.startswith("Head roles") for t in titles)

@@ -23,6 +23,7 @@ from streamlit.testing.v1 import AppTest
 
 from attention_core import device as device_module
 from attention_core.request import LIMITS, MASKS, SCALINGS, TraceRequest
+from tests.charts import charts
 from tests.tiny_models import build_tiny_model
 from ui import compute, policy
 from ui.settings import UI_RANGES, Settings, from_query_params, to_query_params
@@ -48,7 +49,7 @@ def ok(at: AppTest) -> AppTest:
 
 
 def has_chart(at: AppTest) -> bool:
-    return any(c.proto.id.endswith("fig_weights") for c in at.get("plotly_chart"))
+    return any(c.id.endswith("fig_weights") for c in charts(at))
 
 
 def app(params: dict | None = None, **state) -> AppTest:

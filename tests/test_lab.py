@@ -364,12 +364,9 @@ def ok(at):
 
 
 def spec(at, key: str) -> dict:
-    import json
+    from tests.charts import figure
 
-    for chart in at.get("plotly_chart"):
-        if chart.proto.id.endswith(f"fig_{key}"):
-            return json.loads(chart.proto.spec)
-    raise AssertionError(f"no figure {key}")
+    return figure(at, f"fig_{key}")
 
 
 def decode(value) -> np.ndarray:

@@ -6,11 +6,11 @@ Round trip Settings -> URL -> Settings, out-of-range link values clamped with a 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
+from tests.charts import charts
 from ui.settings import TILED_BLOCKS, UI_RANGES, VIEW_ONLY, Settings, from_query_params, to_query_params
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -50,7 +50,7 @@ def test_out_of_range_link_values_are_clamped_with_a_notice():
 
 
 def _figure_titles(at) -> list[str]:
-    return [json.loads(chart.proto.spec)["layout"]["title"]["text"] for chart in at.get("plotly_chart")]
+    return [chart.title for chart in charts(at)]
 
 
 def test_the_app_opens_the_link_and_writes_a_moved_slider_back():

@@ -12,13 +12,13 @@ References, none of them the code under test:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
+from tests.charts import charts
 from tests.test_display import BERT_OFFSETS as OFFSETS  # the five-token example, defined once
 from tests.test_display import BERT_TOKENS as TOKENS
 from tests.test_display import WEIGHTS
@@ -236,7 +236,7 @@ def test_the_slides_zip_gets_the_step_through_as_shown(head_trace):
 
 
 def _step_figure(at) -> dict:
-    specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    specs = [c.figure for c in charts(at)]
     return next(s for s in specs if "scores → weights" in s["layout"]["title"]["text"])
 
 

@@ -281,7 +281,7 @@ def figures(trace, request: TraceRequest, view: str, **options) -> dict:
 def _figures_bytes(figs: dict) -> int:
     total = 0
     for fig in figs.values():
-        total += plotly_spec.json_bytes(fig)  # the JSON kept for st.plotly_chart
+        total += plotly_spec.json_bytes(fig)  # the JSON kept for the browser (ui.chart)
         for data in fig.data:
             for name in ("z", "x", "y", "customdata", "text"):
                 value = getattr(data, name, None)

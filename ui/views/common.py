@@ -18,9 +18,8 @@ from viz.theme import apply_theme
 from viz.views import matrices_for_trace
 
 from .. import compute
-from ..plotly_spec import shown
+from ..chart import draw
 
-PLOT_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
 NO_BROWSER = (
     "SVG and slide PNG are drawn on the server by kaleido, which needs a Chromium browser there, and none "
     "was found (Debian/Ubuntu: apt-get install chromium, or set BROWSER_PATH). The camera icon on each chart "
@@ -89,7 +88,7 @@ def lazy_matrices(request: TraceRequest, view: str, head: int) -> dict:
 def figure(fig, key: str, data=None, *, caption: str | None = None) -> None:
     """Show ``fig``; offer SVG / PNG (slides) / CSV of ``data`` = (matrix, row_labels, col_labels), or a
     callable that returns it when the CSV is asked for (``lazy_matrices``)."""
-    st.plotly_chart(shown(fig), width="stretch", theme=None, config=PLOT_CONFIG, key=f"fig_{key}")
+    draw(fig, key=f"fig_{key}")
     if caption:
         st.caption(caption)
     cols = st.columns([1, 1, 1, 3])

@@ -1,0 +1,28 @@
+"""A page for tests/test_chart.py: one lens chart (ui/chart.py) whose figure a radio picks, and a button
+that reruns the page with nothing changed. Run by ``streamlit run tests/chart_page.py``."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # streamlit puts only tests/ on the path
+
+import numpy as np  # noqa: E402
+import plotly.graph_objects as go  # noqa: E402
+import streamlit as st  # noqa: E402
+
+from ui.chart import draw  # noqa: E402
+
+
+@st.cache_resource
+def figures() -> dict:
+    """Two fixed figures, built once and shared by every run (as ui.compute's are)."""
+    made = {}
+    for seed, name in enumerate(("first", "second")):
+        z = np.random.default_rng(seed).random((6, 6)).astype(np.float32)
+        made[name] = go.Figure(go.Heatmap(z=z, name=f"weights-{name}"), layout={"height": 320})
+    return made
+
+
+pick = st.radio("Figure", ["first", "second"], horizontal=True)
+st.button("Rerun")
+draw(figures()[pick], key="fig_test")

@@ -1,0 +1,163 @@
+"""ui/chart.py: the views' chart component sends plotly's own JSON, keeps one plot per key across reruns,
+draws a new figure once and an unchanged one not at all, loads plotly.js from the app's own server, and
+says so in the page when plotly.js cannot be had."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.browser import streamlit_app
+from tests.charts import charts
+from tests.test_plotly_spec import plotly_own, small_figure
+from ui import chart, plotly_js
+
+PLOT = ".lens-chart.js-plotly-plot"
+
+
+def test_the_loader_has_its_settings_and_every_route_names_a_file_that_is_there():
+    text = chart.loader()
+    assert "__LENS_" not in text and json.dumps(chart.settings()) in text
+    assert len(text.encode()) < 2_000  # sent with every chart
+    assert chart.MODULE == "component/ui.chart.lens_chart_files/chart.js" and (chart.FOLDER / "chart.js").is_file()
+    static, package = chart.PLOTLY_ROUTES  # the cartesian bundle first, then the package's full one
+    assert static == f"app/static/plotly-cartesian-{plotly_js.VERSION}.min.js"
+    assert (plotly_js.STATIC_DIR / static.rsplit("/", 1)[-1]).is_file()
+    assert package == f"component/ui.chart.plotly_js/{plotly_js.SOURCE.name}" and plotly_js.SOURCE.stat().st_size > 1e6
+    assert chart.settings()["config"] == chart.PLOT_CONFIG
+
+
+def test_the_cartesian_bundle_is_the_release_plotly_py_ships_and_has_every_trace_type_the_views_draw():
+    assert plotly_js.VERSION and plotly_js.version_of(plotly_js.SOURCE) == plotly_js.VERSION
+    bundle = plotly_js.cartesian()
+    assert bundle is not None and plotly_js.version_of(bundle) == plotly_js.VERSION
+    assert plotly_js.cartesian(plotly_js.ROOT / "tests") is None  # not there: the full bundle is used
+    from attention_core.pipeline import run_trace
+    from attention_core.request import TraceRequest
+    from viz.views import figures_for_trace
+
+    trace = run_trace(TraceRequest(text="The cat sat on the mat."))
+    drawn = {
+        data.type or "scatter"
+        for view in ("derivation", "compare", "heads", "query")
+        for fig in figures_for_trace(trace, view).values()
+        for data in fig.data
+    }
+    assert drawn and drawn <= plotly_js.TRACE_TYPES, drawn - plotly_js.TRACE_TYPES
+
+
+def _page():
+    import plotly.graph_objects as go
+    import streamlit as st
+
+    from tests.test_plotly_spec import small_figure
+    from ui.chart import draw
+
+    fig = st.session_state.setdefault("fig", small_figure(3))  # one shared figure object across reruns
+
+    class Other(go.Figure):
+        pass
+
+    draw(fig, key="fig_kept")
+    draw(Other(small_figure(4)), key="fig_other")
+    draw(small_figure(5).to_dict(), key="fig_dict")
+
+
+def test_the_page_gets_plotly_s_json_and_a_kept_figure_is_not_encoded_again(monkeypatch):
+    at = AppTest.from_function(_page).run()
+    assert not at.exception
+    sent = {c.id.split("-")[-1]: c.spec.encode("utf-8") for c in charts(at)}
+    assert sent["fig_kept"] == plotly_own(at.session_state["fig"])
+    for key, seed in (("fig_other", 4), ("fig_dict", 5)):  # (the page's default template may differ from here)
+        assert json.loads(sent[key])["data"] == json.loads(plotly_own(small_figure(seed)))["data"], key
+
+    calls = []
+    original = go.Figure.to_dict
+    monkeypatch.setattr(go.Figure, "to_dict", lambda self: calls.append(self) or original(self))
+    at.run()
+    assert not at.exception
+    assert not any(fig is at.session_state["fig"] for fig in calls)  # the kept figure is sent from its bytes
+    assert any(type(fig).__name__ == "Other" for fig in calls)  # a subclass is encoded again
+    assert {c.id.split("-")[-1]: c.spec.encode("utf-8") for c in charts(at)} == sent
+
+
+@pytest.fixture(scope="module")
+def page_url():
+    with streamlit_app("tests/chart_page.py") as base:
+        yield base
+
+
+def _open(browser, url):
+    page = browser.new_page(viewport={"width": 1000, "height": 700})
+    errors: list[str] = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.goto(url)
+    page.wait_for_selector(PLOT + " svg.main-svg", timeout=60000)
+    page.evaluate(
+        """() => { const div = document.querySelector('.lens-chart');
+                   div.__testMark = 'same div'; window.__draws = 0;
+                   div.on('plotly_afterplot', () => { window.__draws += 1; }); }"""
+    )
+    return page, errors
+
+
+def _trace_name(page) -> str:
+    return page.evaluate("() => document.querySelector('.lens-chart').data[0].name")
+
+
+def _idle(page) -> None:
+    for _ in range(2):
+        page.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=30000)
+        page.wait_for_timeout(600)
+
+
+@pytest.mark.browser
+def test_a_new_figure_is_drawn_once_into_the_same_plot_and_a_rerun_draws_nothing(browser, page_url):
+    page, errors = _open(browser, page_url)
+    assert _trace_name(page) == "weights-first"
+    page.get_by_text("second").click()
+    page.wait_for_function("() => document.querySelector('.lens-chart').data[0].name === 'weights-second'")
+    _idle(page)
+    assert page.evaluate("() => document.querySelector('.lens-chart').__testMark") == "same div"
+    draws = page.evaluate("() => window.__draws")
+    assert draws == 1  # one Plotly.react, not a new plot and a redraw
+    z = page.evaluate("() => Array.from(document.querySelector('.lens-chart').data[0].z._inputArray[0])")
+    assert z == pytest.approx(np.random.default_rng(1).random((6, 6)).astype(np.float32)[0].tolist())  # the second
+
+    page.get_by_role("button", name="Rerun").click()  # the same figure again: nothing to draw
+    _idle(page)
+    assert page.evaluate("() => window.__draws") == draws
+    assert page.evaluate("() => document.querySelector('.lens-chart').__testMark") == "same div"
+    assert page.locator(PLOT).count() == 1 and not errors
+    page.close()
+
+
+@pytest.mark.browser
+def test_plotly_js_and_the_chart_come_from_the_app_s_own_server(browser, page_url):
+    page, _ = _open(browser, page_url)
+    for route, source in ((chart.PLOTLY_ROUTES[-1], plotly_js.SOURCE), (chart.MODULE, chart.FOLDER / "chart.js")):
+        answer = page.request.get(f"{page_url}/{route}")
+        assert answer.status == 200 and "javascript" in answer.headers["content-type"], route
+        assert answer.body()[:200] == source.read_bytes()[:200]
+    # this page's script is not in the app's folder, so Streamlit serves no static copy for it: the
+    # page fell back to the package's file
+    loaded = page.evaluate("() => performance.getEntriesByType('resource').map(e => e.name)")
+    assert any(name.endswith(chart.PLOTLY_ROUTES[-1]) for name in loaded)
+    page.close()
+
+
+@pytest.mark.browser
+def test_without_plotly_js_the_chart_says_so_and_the_page_keeps_working(browser, page_url):
+    page = browser.new_page()
+    page.route("**/plotly.min.js", lambda route: route.abort())
+    page.goto(page_url)
+    page.wait_for_selector(".lens-chart:has-text('could not be drawn')", timeout=60000)
+    assert "plotly.js could not be fetched" in page.locator(".lens-chart").inner_text()
+    assert page.locator('[data-testid="stException"]').count() == 0
+    page.get_by_text("second").click()  # the page still answers; the next figure tries to load it again
+    page.wait_for_selector(".lens-chart:has-text('could not be drawn')", timeout=30000)
+    page.close()

@@ -1,0 +1,86 @@
+"""Every figure of the views drawn by one small chart component that stays on the page (issue 12).
+
+Why not ``st.plotly_chart``: Streamlit's chart element gets a new identity whenever its figure changes,
+so a head change replaced every chart of the view by a new one (a new plot, drawn twice: a first
+``Plotly.newPlot`` and a full redraw from its theme effect). The component here
+(``ui/components/lens_chart/chart.js``, plain JavaScript shipped with the app) keeps one ``<div>`` per
+key and draws each new figure into it with ``Plotly.react``, once; a rerun that sends the same figure
+draws nothing. Measured in headless Chromium (benchmarks/REPORT.md section 7, "sixth").
+
+What it draws is exactly plotly's JSON for the figure (``ui.plotly_spec.spec_bytes``, sent as bytes).
+plotly.js is the copy inside the plotly Python package, served by this app's own server (``ui.plotly_js``:
+a static copy the browser keeps, else the package's file): no CDN, works offline and in Docker.
+
+Streamlit glue only: no tensors, no figure building.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import plotly.graph_objects as go
+import plotly.io as pio
+import streamlit as st
+import streamlit.components.v1 as components
+
+from . import plotly_js
+from .plotly_spec import spec_bytes
+
+PLOT_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
+FOLDER = Path(__file__).resolve().parent / "components" / "lens_chart"
+CLASS = "lens-chart"  # the <div> plotly draws into (tests and benchmarks find charts by .js-plotly-plot)
+
+# v1 components used only as file servers: each folder is served at component/<name>/<file> by
+# Streamlit's own component route (chart.js, and plotly.js when there is no static copy).
+_chart_files = components.declare_component("lens_chart_files", path=str(FOLDER))
+_plotly_files = components.declare_component("plotly_js", path=str(plotly_js.SOURCE.parent))
+MODULE = f"component/{_chart_files.name}/chart.js"
+PLOTLY_ROUTES = tuple(
+    route for route in (plotly_js.static_route(), f"component/{_plotly_files.name}/{plotly_js.SOURCE.name}") if route
+)
+
+
+def settings() -> dict:
+    """What the loader hands to chart.js: its own route; plotly.js's routes, best first, and the trace types
+    the first one (the cartesian bundle) has, else the full bundle is loaded; the modebar's settings."""
+    return {
+        "module": MODULE,
+        "plotly": list(PLOTLY_ROUTES),
+        "full": PLOTLY_ROUTES[-1],
+        "types": sorted(plotly_js.TRACE_TYPES) if len(PLOTLY_ROUTES) > 1 else None,
+        "config": PLOT_CONFIG,
+    }
+
+
+def loader() -> str:
+    """The component's inline JavaScript (sent with every chart, hence small) with its settings filled in."""
+    return (FOLDER / "loader.js").read_text(encoding="utf-8").replace("__LENS_SETTINGS__", json.dumps(settings()))
+
+
+_component = st.components.v2.component(
+    "attention_lens_chart",
+    html=f'<div class="{CLASS}" style="width: 100%"></div>',
+    js=loader(),
+    isolate_styles=False,  # plotly.js puts its hover and modebar styles in the page's <head>
+)
+
+
+def figure_bytes(fig) -> bytes:
+    """What is sent for ``fig``: a plain plotly Figure's kept JSON (made once), else plotly's JSON of it."""
+    if type(fig) is go.Figure:
+        return spec_bytes(fig)
+    if isinstance(fig, go.Figure):  # a subclass may change after it is built: encoded each time
+        return pio.to_json(fig.to_dict(), validate=False).encode("utf-8")
+    return pio.to_json(fig, validate=False).encode("utf-8")  # a figure dict
+
+
+def draw(fig, key: str) -> None:
+    """Draw ``fig`` in the chart that has this key (the same chart across reruns while the key stays)."""
+    _component(key=key, data=figure_bytes(fig))
+
+
+def preload() -> None:
+    """An empty, hidden chart as the page's first element: the browser fetches and compiles plotly.js
+    while the server computes the first figures (a link at 512 tokens draws its first chart sooner)."""
+    _component(key="lens_chart_preload", data=None)

@@ -1,0 +1,145 @@
+// One plotly chart that stays on the page across reruns (ui/chart.py, issue 12).
+//
+// Streamlit's own chart element is replaced by a new one whenever its figure changes: a new <div>, a
+// first Plotly.newPlot and then a second full draw when its theme effect runs. This component keeps
+// its <div> for as long as its key stays on the page and draws each new figure into it with
+// Plotly.react, once. An unchanged figure (a rerun that sent the same bytes) draws nothing.
+//
+// What arrives from Python (`data`): the figure's JSON as UTF-8 bytes, exactly plotly.py's
+// to_json(fig.to_dict(), validate=False). plotly.js itself is the copy that ships with the plotly
+// Python package, served by this app's own server (no CDN): see ui/chart.py.
+
+// This module is imported once per page by the small loader that ui/chart.py registers (loader.js),
+// which hands over the settings: where plotly.js may be fetched from, best first, and the modebar's
+// configuration.
+
+const decoder = new TextDecoder();
+let loading = null; // one load of plotly.js for the whole page: {route, plotly}
+let full = null; // the full bundle, loaded only for a figure whose trace types the first one lacks
+
+function fetchScript(base, route) {
+  return new Promise((resolve, reject) => {
+    const script = document.createElement("script");
+    script.src = base + route;
+    script.async = true;
+    script.onload = () => (window.Plotly ? resolve({ route, plotly: window.Plotly }) : reject(new Error("plotly.js did not load")));
+    script.onerror = () => {
+      script.remove();
+      reject(new Error("plotly.js could not be fetched from " + script.src));
+    };
+    document.head.appendChild(script);
+  });
+}
+
+function retryable(promise, forget) {
+  promise.catch(forget); // the next figure tries again
+  return promise;
+}
+
+function plotly(settings, base, types) {
+  if (!loading) {
+    // The cartesian bundle first (a third of the size), then the full one.
+    loading = retryable(
+      settings.plotly.reduce(
+        (tried, route) => tried.catch(() => fetchScript(base, route)),
+        Promise.reject(new Error("no source")),
+      ),
+      () => (loading = null),
+    );
+  }
+  return loading.then((loaded) => {
+    const lacking = settings.types && loaded.route !== settings.full && types.some((t) => !settings.types.includes(t));
+    if (!lacking && !full) return loaded.plotly;
+    if (!full) full = retryable(fetchScript(base, settings.full), () => (full = null));
+    return full.then((f) => f.plotly);
+  });
+}
+
+function asText(data) {
+  if (typeof data === "string") return data;
+  if (data instanceof ArrayBuffer || ArrayBuffer.isView(data)) return decoder.decode(data);
+  return "";
+}
+
+function say(div, message) {
+  div.textContent = message;
+  div.style.color = "#b00020";
+  div.style.padding = "0.5rem";
+}
+
+function fullScreenButton(div) {
+  return {
+    name: "Full screen",
+    icon: {
+      width: 24,
+      height: 24,
+      path: "M3 3h7v2H5v5H3zm11 0h7v7h-2V5h-5zM3 14h2v5h5v2H3zm16 0h2v7h-7v-2h5z",
+    },
+    click: () => {
+      if (document.fullscreenElement) document.exitFullscreen();
+      else if (div.requestFullscreen) div.requestFullscreen();
+    },
+  };
+}
+
+function onFullScreen(div) {
+  // Full screen: the figure takes the whole screen; back on the page: its own size again.
+  const Plotly = window.Plotly;
+  if (!Plotly || !div.__lensLayout) return;
+  const own = div.__lensLayout;
+  if (document.fullscreenElement === div) {
+    div.style.background = own.paper_bgcolor || "white";
+    Plotly.relayout(div, { width: window.innerWidth, height: window.innerHeight });
+  } else {
+    div.style.background = "";
+    Plotly.relayout(div, { width: own.width ?? null, height: own.height ?? null, autosize: true });
+  }
+}
+
+function draw(div, text, token, settings, base) {
+  let figure;
+  try {
+    figure = JSON.parse(text);
+  } catch (err) {
+    say(div, "This chart could not be read: " + err.message);
+    return;
+  }
+  const layout = figure.layout || {};
+  if (layout.height) div.style.minHeight = layout.height + "px"; // keeps the page still while plotly.js loads
+  const types = (figure.data || []).map((trace) => trace.type || "scatter");
+  plotly(settings, base, types)
+    .then((Plotly) => {
+      if (div.__lensToken !== token) return; // a newer figure arrived meanwhile: that one is drawn
+      div.__lensLayout = { width: layout.width, height: layout.height, paper_bgcolor: layout.paper_bgcolor };
+      const config = { ...settings.config, responsive: true, modeBarButtonsToAdd: [fullScreenButton(div)] };
+      if (div.textContent && !div.classList.contains("js-plotly-plot")) div.textContent = "";
+      return Plotly.react(div, figure.data || [], layout, config);
+    })
+    .catch((err) => say(div, "This chart could not be drawn: " + err.message));
+}
+
+export function render(component, settings, base) {
+  const { parentElement, data } = component;
+  const div = parentElement.querySelector(".lens-chart");
+  if (!div) return undefined;
+  if (!div.__lensListening) {
+    div.__lensListening = true;
+    div.addEventListener("fullscreenchange", () => onFullScreen(div));
+  }
+  const text = asText(data);
+  if (!text) {
+    // The page's first element (ui.chart.preload): nothing to draw, but plotly.js starts loading now, while
+    // the server is still computing, instead of when the first figure arrives.
+    const box = parentElement.closest('[data-testid="stElementContainer"]');
+    if (box) box.style.display = "none";
+    plotly(settings, base, []).catch(() => {}); // a failure is said by the first chart that needs it
+  } else if (div.__lensText !== text) {
+    div.__lensText = text;
+    div.__lensToken = (div.__lensToken || 0) + 1;
+    draw(div, text, div.__lensToken, settings, base);
+  } // else: the same figure as on screen, nothing to draw
+  return () => {
+    // Streamlit keeps only the latest cleanup and calls it once, when the chart leaves the page.
+    if (window.Plotly) window.Plotly.purge(div);
+  };
+}
