@@ -43,7 +43,11 @@ the capturing ``pointerdown``/``keydown`` listener's ``performance.now()``. The 
 from the CDP frames; after 3 s without one the change is taken as client-only), (b) the running
 indicator is gone and (c) nothing changed for 300 ms. The time reported is ``lastPaint - input`` (or
 ``lastChange - input`` when no frame followed): the last paint-related change before the page went
-idle. All times are medians of the repeats (the machine is shared: expect noise).
+idle. Before each control's clicks the page is scrolled so that the view's main chart is in the middle of
+the screen (``LOOK``: the derivation's softmax weights, else the view's first chart), as a person looks
+at a chart while changing it; since the sixth session the app draws a chart out of view only when it
+comes near the view, so what is timed is what is on screen (both "before" and "after" are measured
+this way). All times are medians of the repeats (the machine is shared: expect noise).
 """
 
 from __future__ import annotations
@@ -297,6 +301,12 @@ class Page:
             "errors": s["errors"],
         }
 
+    def look(self) -> None:
+        """Scroll the view's main chart into view and let the page settle (``LOOK``)."""
+        self.page.evaluate(LOOK)
+        self.page.wait_for_timeout(QUIET_MS)
+        self.settle(self.frames.finished, armed=False)
+
     # -- finding controls by label
 
     def control(self, label: str):
@@ -307,6 +317,10 @@ class Page:
             shown = [found.nth(i) for i in range(found.count()) if found.nth(i).is_visible()]
             return shown[0] if shown else None
 
+        for _ in range(10):  # a rerun may be redrawing the page: give the control two seconds to be shown
+            if visible() is not None:
+                return visible()
+            self.page.wait_for_timeout(200)
         if visible() is None:  # not on the page, or inside a collapsed expander: open them all
             for summary in self.page.locator("details:not([open]) > summary").all():
                 try:
@@ -433,6 +447,16 @@ def _clickable(target):
     return target
 
 
+# A person looks at a chart while changing it: before a control's clicks, the view's main chart is scrolled
+# into the middle of the screen (derivation: the softmax weights; another view: its first chart).
+LOOK = """() => { const charts = [...document.querySelectorAll('.js-plotly-plot, .lens-chart')]
+    .filter(el => el.offsetParent !== null);
+  const main = document.querySelector('.st-key-fig_weights')
+    || charts.find(el => el.data && el.data[0] && el.data[0].name === 'weights') || charts[0];
+  if (main) main.scrollIntoView({block: 'center'});
+  return Boolean(main); }"""
+
+
 def measure_page(
     browser, base: str, model: str, n: int, repeats: int, timeout_s: float, rss=None, actions=None
 ) -> dict:
@@ -450,6 +474,7 @@ def measure_page(
             try:
                 if name in NEEDS_VIEW:
                     page.ensure("View", NEEDS_VIEW[name])
+                page.look()
                 for i in range(repeats):
                     if name == "view":
                         result = page.pick(label, VIEW_STEPS[i % len(VIEW_STEPS)])

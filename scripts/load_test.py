@@ -48,7 +48,12 @@ SENTENCES = (
     "Positional encodings tell attention where each word stands.",
     "Masks decide which keys a query may see at all.",
 )
-SIGNATURE = """() => { const charts = [...document.querySelectorAll('.js-plotly-plot')].filter(el => el.data);
+# The watched chart is scrolled into view first: a chart out of view is drawn only when it comes near it
+# (ui/components/lens_chart/chart.js), and one still showing its older figure is faded until then.
+SIGNATURE = """() => { const box = document.querySelector('.st-key-fig_weights .lens-chart')
+        || [...document.querySelectorAll('.lens-chart')].find(d => d.offsetParent !== null);
+    if (box) box.scrollIntoView({block: 'center'});
+    const charts = [...document.querySelectorAll('.js-plotly-plot')].filter(el => el.data && !el.style.opacity);
     const g = charts.find(el => el.data[0] && el.data[0].name === 'weights') || charts[0];
     return g ? JSON.stringify(g.data.map(t => t.z || t.y || null)) : ''; }"""
 ERRORS_IN_PAGE = """() => document.querySelectorAll(

@@ -1,5 +1,5 @@
-"""A page for tests/test_chart.py: one lens chart (ui/chart.py) whose figure a radio picks, and a button
-that reruns the page with nothing changed. Run by ``streamlit run tests/chart_page.py``."""
+"""A page for tests/test_chart.py: a lens chart (ui/chart.py) whose figure a radio picks, the same chart far
+below it, out of view, and a button that reruns the page with nothing changed. Run by ``streamlit run tests/chart_page.py``."""
 
 import sys
 from pathlib import Path
@@ -26,3 +26,5 @@ def figures() -> dict:
 pick = st.radio("Figure", ["first", "second"], horizontal=True)
 st.button("Rerun")
 draw(figures()[pick], key="fig_test")
+st.markdown('<div style="height: 3000px">(a tall gap)</div>', unsafe_allow_html=True)
+draw(figures()[pick], key="fig_below")  # far out of view until scrolled to

@@ -15,11 +15,14 @@ CHART = ".js-plotly-plot svg.main-svg"
 
 
 def chart_signature(page) -> str:
-    """A fingerprint of the weights heatmap's data as the browser holds it."""
+    """A fingerprint of the weights heatmap's data as the browser holds it. The chart is scrolled into view
+    first: a chart out of view is drawn only when it comes near it (ui/components/lens_chart/chart.js)."""
     return page.evaluate(
-        """() => { const g = [...document.querySelectorAll('.js-plotly-plot')]
+        """() => { const box = document.querySelector('.st-key-fig_weights .lens-chart');
+                   if (box) box.scrollIntoView({block: 'center'});
+                   const g = [...document.querySelectorAll('.js-plotly-plot')]
                    .find(el => el.data && el.data[0] && el.data[0].name === 'weights');
-                   if (!g) return '';
+                   if (!g || g.style.opacity) return '';  // not drawn yet, or still the older figure
                    return JSON.stringify(g.data[0].z); }"""
     )
 
@@ -36,8 +39,15 @@ def wait_change(page, before: str, timeout_ms: int = 60000) -> str:
     return chart_signature(page)
 
 
+DRAW_ALL = "() => window.dispatchEvent(new Event('beforeprint'))"  # as printing does: every chart drawn now
+ALL_DRAWN = """() => [...document.querySelectorAll('.lens-chart')].every(d => d.classList.contains('js-plotly-plot')
+    || d.textContent || (d.closest('[data-testid="stElementContainer"]') || {style: {}}).style.display === 'none')"""
+
+
 def wait_idle(page, timeout=60000):
-    page.wait_for_selector(CHART, timeout=timeout)
+    """The page has run its script and drawn every chart, also those out of view (a chart out of view is
+    drawn only when it comes near it, or when the page is printed: ui/components/lens_chart/chart.js)."""
+    page.wait_for_selector(".lens-chart, " + CHART, state="attached", timeout=timeout)
     # Streamlit shows its status widget (a running icon and "Stop") only while a script runs; its text no
     # longer says "Running", so wait for the widget to be gone, twice across a short pause (a run that ends
     # can be followed by another, e.g. a fragment's).
@@ -46,6 +56,8 @@ def wait_idle(page, timeout=60000):
             "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
             timeout=timeout,
         )
+        page.evaluate(DRAW_ALL)
+        page.wait_for_function(ALL_DRAWN, timeout=timeout)
         page.wait_for_timeout(700)
 
 
@@ -61,7 +73,7 @@ def test_desktop_interaction_and_screenshots(browser, url):
     wait_idle(page)
     no_errors(page)
     page.screenshot(path=str(SHOTS / "desktop.png"))
-    first = chart_signature(page)
+    first = wait_change(page, "")  # drawn once scrolled near
     assert first
 
     text = page.get_by_role("textbox", name="Text")

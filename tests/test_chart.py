@@ -98,7 +98,7 @@ def _open(browser, url):
     page.goto(url)
     page.wait_for_selector(PLOT + " svg.main-svg", timeout=60000)
     page.evaluate(
-        """() => { const div = document.querySelector('.lens-chart');
+        """() => { const div = document.querySelector('.st-key-fig_test .lens-chart');
                    div.__testMark = 'same div'; window.__draws = 0;
                    div.on('plotly_afterplot', () => { window.__draws += 1; }); }"""
     )
@@ -106,7 +106,7 @@ def _open(browser, url):
 
 
 def _trace_name(page) -> str:
-    return page.evaluate("() => document.querySelector('.lens-chart').data[0].name")
+    return page.evaluate("() => document.querySelector('.st-key-fig_test .lens-chart').data[0].name")
 
 
 def _idle(page) -> None:
@@ -120,19 +120,23 @@ def test_a_new_figure_is_drawn_once_into_the_same_plot_and_a_rerun_draws_nothing
     page, errors = _open(browser, page_url)
     assert _trace_name(page) == "weights-first"
     page.get_by_text("second").click()
-    page.wait_for_function("() => document.querySelector('.lens-chart').data[0].name === 'weights-second'")
+    page.wait_for_function(
+        "() => document.querySelector('.st-key-fig_test .lens-chart').data[0].name === 'weights-second'"
+    )
     _idle(page)
-    assert page.evaluate("() => document.querySelector('.lens-chart').__testMark") == "same div"
+    assert page.evaluate("() => document.querySelector('.st-key-fig_test .lens-chart').__testMark") == "same div"
     draws = page.evaluate("() => window.__draws")
     assert draws == 1  # one Plotly.react, not a new plot and a redraw
-    z = page.evaluate("() => Array.from(document.querySelector('.lens-chart').data[0].z._inputArray[0])")
+    z = page.evaluate(
+        "() => Array.from(document.querySelector('.st-key-fig_test .lens-chart').data[0].z._inputArray[0])"
+    )
     assert z == pytest.approx(np.random.default_rng(1).random((6, 6)).astype(np.float32)[0].tolist())  # the second
 
     page.get_by_role("button", name="Rerun").click()  # the same figure again: nothing to draw
     _idle(page)
     assert page.evaluate("() => window.__draws") == draws
-    assert page.evaluate("() => document.querySelector('.lens-chart').__testMark") == "same div"
-    assert page.locator(PLOT).count() == 1 and not errors
+    assert page.evaluate("() => document.querySelector('.st-key-fig_test .lens-chart').__testMark") == "same div"
+    assert page.locator(".st-key-fig_test " + PLOT).count() == 1 and not errors
     page.close()
 
 
@@ -155,9 +159,42 @@ def test_without_plotly_js_the_chart_says_so_and_the_page_keeps_working(browser,
     page = browser.new_page()
     page.route("**/plotly.min.js", lambda route: route.abort())
     page.goto(page_url)
-    page.wait_for_selector(".lens-chart:has-text('could not be drawn')", timeout=60000)
-    assert "plotly.js could not be fetched" in page.locator(".lens-chart").inner_text()
+    page.wait_for_selector(".st-key-fig_test .lens-chart:has-text('could not be drawn')", timeout=60000)
+    assert "plotly.js could not be fetched" in page.locator(".st-key-fig_test .lens-chart").inner_text()
     assert page.locator('[data-testid="stException"]').count() == 0
     page.get_by_text("second").click()  # the page still answers; the next figure tries to load it again
-    page.wait_for_selector(".lens-chart:has-text('could not be drawn')", timeout=30000)
+    page.wait_for_selector(".st-key-fig_test .lens-chart:has-text('could not be drawn')", timeout=30000)
+    page.close()
+
+
+BELOW = ".st-key-fig_below .lens-chart"
+
+
+@pytest.mark.browser
+def test_a_chart_out_of_view_waits_for_a_pause_and_shows_its_older_figure_faded_until_then(browser, page_url):
+    page, errors = _open(browser, page_url)
+    below = page.locator(BELOW)
+    assert page.evaluate(f"() => document.querySelector('{BELOW}').style.minHeight") == "320px"  # its room kept
+    # never drawn yet: drawn when the browser is idle, out of view as it is
+    page.wait_for_function(f"() => (document.querySelector('{BELOW}').data || [{{}}])[0].name === 'weights-first'")
+    assert page.evaluate(f"() => document.querySelector('{BELOW}').getBoundingClientRect().top") > 2000
+
+    page.get_by_text("second").click()  # only the chart in view is redrawn at once
+    page.wait_for_function(
+        "() => document.querySelector('.st-key-fig_test .lens-chart').data[0].name === 'weights-second'"
+    )
+    state = page.evaluate(
+        f"() => {{ const d = document.querySelector('{BELOW}'); return [d.data[0].name, d.style.opacity]; }}"
+    )
+    assert state == ["weights-first", "0.35"]  # the older figure, faded, for the pause
+    page.wait_for_function(f"() => document.querySelector('{BELOW}').data[0].name === 'weights-second'")
+    assert page.evaluate(f"() => document.querySelector('{BELOW}').style.opacity") == ""  # redrawn, out of view
+
+    page.get_by_text("first").click()
+    page.wait_for_function(
+        "() => document.querySelector('.st-key-fig_test .lens-chart').data[0].name === 'weights-first'"
+    )
+    below.scroll_into_view_if_needed()  # near the view: drawn now, not after the pause
+    page.wait_for_function(f"() => document.querySelector('{BELOW}').data[0].name === 'weights-first'", timeout=900)
+    assert not errors
     page.close()

@@ -96,16 +96,22 @@ function onFullScreen(div) {
   }
 }
 
-function draw(div, text, token, settings, base) {
+function parse(div, text) {
+  // The figure, with the page's room for it kept from now on (also while it waits to be drawn).
   let figure;
   try {
     figure = JSON.parse(text);
   } catch (err) {
     say(div, "This chart could not be read: " + err.message);
-    return;
+    return null;
   }
+  const height = (figure.layout || {}).height;
+  div.style.minHeight = (height || 450) + "px"; // 450: plotly's own default height
+  return figure;
+}
+
+function draw(div, figure, token, settings, base) {
   const layout = figure.layout || {};
-  if (layout.height) div.style.minHeight = layout.height + "px"; // keeps the page still while plotly.js loads
   const types = (figure.data || []).map((trace) => trace.type || "scatter");
   plotly(settings, base, types)
     .then((Plotly) => {
@@ -113,9 +119,51 @@ function draw(div, text, token, settings, base) {
       div.__lensLayout = { width: layout.width, height: layout.height, paper_bgcolor: layout.paper_bgcolor };
       const config = { ...settings.config, responsive: true, modeBarButtonsToAdd: [fullScreenButton(div)] };
       if (div.textContent && !div.classList.contains("js-plotly-plot")) div.textContent = "";
-      return Plotly.react(div, figure.data || [], layout, config);
+      return Plotly.react(div, figure.data || [], layout, config).then(() => {
+        if (div.__lensToken === token) div.style.opacity = ""; // no longer an older figure
+      });
     })
     .catch((err) => say(div, "This chart could not be drawn: " + err.message));
+}
+
+// What is in view is drawn first. A chart out of view (more than half a screen away) is drawn when the
+// browser is idle: at once if it has never been drawn (a page or a view just opened), and otherwise once the
+// person has paused for PAUSE_MS (a head dragged across twelve values redraws only what is on screen
+// meanwhile); sooner if it comes near the view, and at once when the page is printed. Until then a chart
+// keeps its older figure, faded.
+const NEAR = "50% 0px";
+const STALE_OPACITY = "0.35";
+const PAUSE_MS = 1000;
+let watcher = null;
+
+function whenIdle(div, delay) {
+  clearTimeout(div.__lensTimer); // a newer figure restarts the pause
+  const later = () => (window.requestIdleCallback ? requestIdleCallback(() => flush(div)) : setTimeout(() => flush(div), 50));
+  if (delay) div.__lensTimer = setTimeout(later, delay);
+  else later();
+}
+
+function flush(div) {
+  const pending = div.__lensPending;
+  if (!pending) return;
+  div.__lensPending = null;
+  draw(div, pending.figure, pending.token, pending.settings, pending.base);
+}
+
+function watch(div) {
+  if (!watcher) {
+    watcher = new IntersectionObserver(
+      (entries) => {
+        for (const entry of entries) {
+          entry.target.__lensInView = entry.isIntersecting;
+          if (entry.isIntersecting) flush(entry.target);
+        }
+      },
+      { rootMargin: NEAR },
+    );
+    window.addEventListener("beforeprint", () => document.querySelectorAll(".lens-chart").forEach(flush));
+  }
+  watcher.observe(div); // its first report comes at the next frame: a new chart is drawn from there
 }
 
 export function render(component, settings, base) {
@@ -133,13 +181,26 @@ export function render(component, settings, base) {
     const box = parentElement.closest('[data-testid="stElementContainer"]');
     if (box) box.style.display = "none";
     plotly(settings, base, []).catch(() => {}); // a failure is said by the first chart that needs it
-  } else if (div.__lensText !== text) {
+    return undefined;
+  }
+  if (div.__lensText !== text) {
     div.__lensText = text;
     div.__lensToken = (div.__lensToken || 0) + 1;
-    draw(div, text, div.__lensToken, settings, base);
-  } // else: the same figure as on screen, nothing to draw
+    const figure = parse(div, text);
+    div.__lensPending = figure && { figure, token: div.__lensToken, settings, base };
+    if (div.__lensInView) flush(div);
+    else if (div.classList.contains("js-plotly-plot")) {
+      div.style.opacity = STALE_OPACITY;
+      whenIdle(div, PAUSE_MS);
+    } else whenIdle(div, 0);
+  } // else: the same figure as on screen (or already waiting), nothing to draw
+  if (!div.__lensWatched) {
+    div.__lensWatched = true;
+    watch(div);
+  }
   return () => {
     // Streamlit keeps only the latest cleanup and calls it once, when the chart leaves the page.
+    if (watcher) watcher.unobserve(div);
     if (window.Plotly) window.Plotly.purge(div);
   };
 }
