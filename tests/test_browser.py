@@ -179,6 +179,34 @@ def test_overview_statistic_switches_in_the_browser_without_a_server_run(browser
     page.close()
 
 
+def test_a_click_on_an_overview_cell_selects_that_layer_and_head(browser, url):
+    """The overview (a lens chart whose clicks come back to the server) selects the clicked layer and head in
+    the sidebar and everywhere; a click on another chart selects nothing."""
+    page, _ = heads_page(browser, url)
+    overview = page.locator(".st-key-fig_overview .lens-chart")
+    overview.evaluate("el => el.scrollIntoView({block: 'center'})")
+    page.wait_for_timeout(300)
+    layers, heads = page.evaluate(
+        "() => { const z = document.querySelector('.st-key-fig_overview .lens-chart').data[0].z;"
+        " const rows = z._inputArray || z; return [rows.length, rows[0].length]; }"
+    )
+    box = overview.locator(".nsewdrag").first.bounding_box()
+    layer, head = 1, 3
+    page.mouse.click(box["x"] + (head + 0.5) / heads * box["width"], box["y"] + (layer + 0.5) / layers * box["height"])
+
+    def value(label: str) -> str:
+        return page.evaluate(f"() => document.querySelector('input[type=range][aria-label=\"{label}\"]').value")
+
+    for _ in range(120):  # the click reruns the app with the new layer and head
+        if (value("Layer"), value("Head")) == (str(layer), str(head)):
+            break
+        page.wait_for_timeout(500)
+    assert (value("Layer"), value("Head")) == (str(layer), str(head))
+    wait_idle(page)
+    no_errors(page)
+    page.close()
+
+
 def test_the_views_charts_use_the_app_s_own_cartesian_plotly_js(browser, url):
     """The derivation view's charts are lens charts (ui/chart.py), drawn by the committed cartesian bundle
     served from app/static/ (cacheable: it has validators), not the full bundle nor Streamlit's chart chunk."""

@@ -198,3 +198,17 @@ def test_a_chart_out_of_view_waits_for_a_pause_and_shows_its_older_figure_faded_
     page.wait_for_function(f"() => document.querySelector('{BELOW}').data[0].name === 'weights-first'", timeout=900)
     assert not errors
     page.close()
+
+
+def test_a_clicked_overview_cell_is_read_and_kept_within_the_model():
+    from ui.views.heads import cell
+
+    assert chart.clicked_point({"click": {"x": 3, "y": 1, "trace": "overview_entropy"}}) == {
+        "x": 3,
+        "y": 1,
+        "trace": "overview_entropy",
+    }
+    assert chart.clicked_point({"click": None}) is None and chart.clicked_point(None) is None
+    assert cell({"x": 3, "y": 1}, num_layers=6, num_heads=12) == (1, 3)  # x = head, y = layer
+    assert cell({"x": 40, "y": -2}, num_layers=6, num_heads=12) == (0, 11)
+    assert cell({"x": "a", "y": 1}, 6, 12) is None and cell({}, 6, 12) is None

@@ -17,6 +17,7 @@ Streamlit glue only: no tensors, no figure building.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import plotly.graph_objects as go
@@ -64,6 +65,13 @@ _component = st.components.v2.component(
     js=loader(),
     isolate_styles=False,  # plotly.js puts its hover and modebar styles in the page's <head>
 )
+# the same chart whose clicked cell comes back to Python (a click on any other chart changes nothing)
+_clickable = st.components.v2.component(
+    "attention_lens_chart_click",
+    html=f'<div class="{CLASS}" data-click="cell" style="width: 100%"></div>',
+    js=loader(),
+    isolate_styles=False,
+)
 
 
 def figure_bytes(fig) -> bytes:
@@ -75,9 +83,28 @@ def figure_bytes(fig) -> bytes:
     return pio.to_json(fig, validate=False).encode("utf-8")  # a figure dict
 
 
-def draw(fig, key: str) -> None:
-    """Draw ``fig`` in the chart that has this key (the same chart across reruns while the key stays)."""
-    _component(key=key, data=figure_bytes(fig))
+def draw(fig, key: str, *, on_click: Callable[[dict], None] | None = None) -> None:
+    """Draw ``fig`` in the chart that has this key (the same chart across reruns while the key stays).
+
+    ``on_click(point)``: a click on a data point calls it, before the rerun that follows, with
+    ``{"x", "y", "trace"}`` (the trace's name); like a widget's ``on_change``, so it may set other
+    widgets' values. A click on a chart without it changes nothing."""
+    if on_click is None:
+        _component(key=key, data=figure_bytes(fig))
+        return
+    _clickable(key=key, data=figure_bytes(fig), on_click_change=lambda: _clicked(key, on_click))
+
+
+def clicked_point(value) -> dict | None:
+    """The clicked point in a clickable chart's session-state value ({"click": {...}}), or None."""
+    point = value.get("click") if isinstance(value, Mapping) else getattr(value, "click", None)
+    return point if isinstance(point, dict) else None
+
+
+def _clicked(key: str, on_click: Callable[[dict], None]) -> None:
+    point = clicked_point(st.session_state.get(key))
+    if point is not None:
+        on_click(point)
 
 
 def preload() -> None:

@@ -10,6 +10,7 @@ from viz.stats import SHORT_NAMES
 from viz.views import heads_source
 
 from .. import compute, display
+from ..chart import draw
 from ..settings import STATISTICS, Settings
 from .common import figure, lazy_matrices
 
@@ -94,6 +95,27 @@ def render(trace: ModelTrace, settings: Settings) -> None:
                 )
 
 
+def cell(point: dict, num_layers: int, num_heads: int) -> tuple[int, int] | None:
+    """(layer, head) of a clicked overview cell (x = head, y = layer), kept within the model; None when the
+    point holds no usable numbers."""
+    try:
+        layer, head = int(point.get("y")), int(point.get("x"))
+    except (TypeError, ValueError):
+        return None
+    return min(max(layer, 0), num_layers - 1), min(max(head, 0), num_heads - 1)
+
+
+SELECTED = "_overview_selected"  # set by the click callback, read by the view's run that follows
+
+
+def _select(point: dict, num_layers: int, num_heads: int) -> None:
+    """The overview's click callback: that layer and head everywhere (it runs before any widget is drawn)."""
+    chosen = cell(point, num_layers, num_heads)
+    if chosen is not None:
+        st.session_state["layer"], st.session_state["head"] = chosen
+        st.session_state[SELECTED] = chosen
+
+
 def _overview(trace: ModelTrace, fig) -> None:
     """The layer x head overview (every statistic, switched by its buttons in the browser); a clicked cell
     selects that layer and head everywhere."""
@@ -102,25 +124,13 @@ def _overview(trace: ModelTrace, fig) -> None:
         "switch the statistic in your browser. Click a cell to look at that layer and head everywhere."
     )
     st.caption(" · ".join(f"**{SHORT_NAMES[name]}**: {text}" for name, text in STATISTIC_HELP.items()))
-    event = st.plotly_chart(
-        fig,
-        width="stretch",
-        theme=None,
-        key="fig_overview",
-        on_select="rerun",
-        selection_mode="points",
-    )
-    points = (
-        (event or {}).get("selection", {}).get("points", [])
-        if isinstance(event, dict)
-        else getattr(getattr(event, "selection", None), "points", [])
-    )
-    if points:
-        point = points[0]
-        layer, head = int(point.get("y", trace.layer)), int(point.get("x", trace.head))
-        if (layer, head) != (trace.layer, trace.head):
-            st.session_state["layer"], st.session_state["head"] = layer, head
-            st.rerun()
+    layers, heads = trace.facts.num_layers, trace.core.num_heads
+    draw(fig, "fig_overview", on_click=lambda point: _select(point, layers, heads))
+    chosen = st.session_state.pop(SELECTED, None)
+    if chosen is not None and chosen[0] != trace.layer:
+        # The click reran only this view (a fragment): the sidebar's Layer and every number drawn from the
+        # old layer belong to the whole page, so the whole page runs again with the new layer.
+        st.rerun()
 
 
 ROLES_HELP = (

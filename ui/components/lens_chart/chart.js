@@ -96,6 +96,18 @@ function onFullScreen(div) {
   }
 }
 
+function listenForClicks(div) {
+  // A clicked point goes back to Python as the "click" trigger (ui.chart.draw(..., clicks=True)).
+  div.__lensOnClick ||= (event) => {
+    const point = event && event.points && event.points[0];
+    if (point && div.__lensComponent) {
+      div.__lensComponent.setTriggerValue("click", { x: point.x, y: point.y, trace: point.data.name ?? null });
+    }
+  };
+  const listening = div._ev && div._ev.listeners && div._ev.listeners("plotly_click").includes(div.__lensOnClick);
+  if (!listening) div.on("plotly_click", div.__lensOnClick);
+}
+
 function parse(div, text) {
   // The figure, with the page's room for it kept from now on (also while it waits to be drawn).
   let figure;
@@ -117,10 +129,13 @@ function draw(div, figure, token, settings, base) {
     .then((Plotly) => {
       if (div.__lensToken !== token) return; // a newer figure arrived meanwhile: that one is drawn
       div.__lensLayout = { width: layout.width, height: layout.height, paper_bgcolor: layout.paper_bgcolor };
-      const config = { ...settings.config, responsive: true, modeBarButtonsToAdd: [fullScreenButton(div)] };
+      // One config object per chart: Plotly.react starts over (a new plot, its handlers dropped) when the
+      // config it is given is not the one it drew with.
+      div.__lensConfig ||= { ...settings.config, responsive: true, modeBarButtonsToAdd: [fullScreenButton(div)] };
       if (div.textContent && !div.classList.contains("js-plotly-plot")) div.textContent = "";
-      return Plotly.react(div, figure.data || [], layout, config).then(() => {
+      return Plotly.react(div, figure.data || [], layout, div.__lensConfig).then(() => {
         if (div.__lensToken === token) div.style.opacity = ""; // no longer an older figure
+        if (div.dataset.click) listenForClicks(div);
       });
     })
     .catch((err) => say(div, "This chart could not be drawn: " + err.message));
@@ -174,6 +189,7 @@ export function render(component, settings, base) {
     div.__lensListening = true;
     div.addEventListener("fullscreenchange", () => onFullScreen(div));
   }
+  div.__lensComponent = component; // the latest: a click reports through it
   const text = asText(data);
   if (!text) {
     // The page's first element (ui.chart.preload): nothing to draw, but plotly.js starts loading now, while
