@@ -183,10 +183,9 @@ def test_a_chart_out_of_view_waits_for_a_pause_and_shows_its_older_figure_faded_
     page.wait_for_function(
         "() => document.querySelector('.st-key-fig_test .lens-chart').data[0].name === 'weights-second'"
     )
-    state = page.evaluate(
-        f"() => {{ const d = document.querySelector('{BELOW}'); return [d.data[0].name, d.style.opacity]; }}"
-    )
-    assert state == ["weights-first", "0.35"]  # the older figure, faded, for the pause
+    # (the page renders its elements one after the other: the chart below gets its new figure just after)
+    page.wait_for_function(f"() => document.querySelector('{BELOW}').style.opacity === '0.35'", timeout=5000)
+    assert page.evaluate(f"() => document.querySelector('{BELOW}').data[0].name") == "weights-first"  # for the pause
     page.wait_for_function(f"() => document.querySelector('{BELOW}').data[0].name === 'weights-second'")
     assert page.evaluate(f"() => document.querySelector('{BELOW}').style.opacity") == ""  # redrawn, out of view
 
@@ -194,8 +193,8 @@ def test_a_chart_out_of_view_waits_for_a_pause_and_shows_its_older_figure_faded_
     page.wait_for_function(
         "() => document.querySelector('.st-key-fig_test .lens-chart').data[0].name === 'weights-first'"
     )
-    below.scroll_into_view_if_needed()  # near the view: drawn now, not after the pause
-    page.wait_for_function(f"() => document.querySelector('{BELOW}').data[0].name === 'weights-first'", timeout=900)
+    below.scroll_into_view_if_needed()  # near the view: drawn (now rather than after the pause)
+    page.wait_for_function(f"() => document.querySelector('{BELOW}').data[0].name === 'weights-first'", timeout=5000)
     assert not errors
     page.close()
 

@@ -8,8 +8,8 @@ key and draws each new figure into it with ``Plotly.react``, once; a rerun that 
 draws nothing. Measured in headless Chromium (benchmarks/REPORT.md section 7, "sixth").
 
 What it draws is exactly plotly's JSON for the figure (``ui.plotly_spec.spec_bytes``, sent as bytes).
-plotly.js is the copy inside the plotly Python package, served by this app's own server (``ui.plotly_js``:
-a static copy the browser keeps, else the package's file): no CDN, works offline and in Docker.
+plotly.js is served by this app's own server (``ui.plotly_js``: the committed cartesian bundle in static/,
+which the browser keeps, else the plotly package's full one): no CDN, works offline and in Docker.
 
 Streamlit glue only: no tensors, no figure building.
 """
@@ -33,7 +33,7 @@ FOLDER = Path(__file__).resolve().parent / "components" / "lens_chart"
 CLASS = "lens-chart"  # the <div> plotly draws into (tests and benchmarks find charts by .js-plotly-plot)
 
 # v1 components used only as file servers: each folder is served at component/<name>/<file> by
-# Streamlit's own component route (chart.js, and plotly.js when there is no static copy).
+# Streamlit's own component route (chart.js, and the full plotly.js when the static bundle is not there).
 _chart_files = components.declare_component("lens_chart_files", path=str(FOLDER))
 _plotly_files = components.declare_component("plotly_js", path=str(plotly_js.SOURCE.parent))
 MODULE = f"component/{_chart_files.name}/chart.js"

@@ -6,8 +6,8 @@
 // Plotly.react, once. An unchanged figure (a rerun that sent the same bytes) draws nothing.
 //
 // What arrives from Python (`data`): the figure's JSON as UTF-8 bytes, exactly plotly.py's
-// to_json(fig.to_dict(), validate=False). plotly.js itself is the copy that ships with the plotly
-// Python package, served by this app's own server (no CDN): see ui/chart.py.
+// to_json(fig.to_dict(), validate=False). plotly.js is served by this app's own server (no CDN): the
+// cartesian bundle in static/, else the full one of the plotly package (ui/plotly_js.py).
 
 // This module is imported once per page by the small loader that ui/chart.py registers (loader.js),
 // which hands over the settings: where plotly.js may be fetched from, best first, and the modebar's
@@ -97,7 +97,7 @@ function onFullScreen(div) {
 }
 
 function listenForClicks(div) {
-  // A clicked point goes back to Python as the "click" trigger (ui.chart.draw(..., clicks=True)).
+  // A clicked point goes back to Python as the "click" trigger (ui.chart.draw(..., on_click=...)).
   div.__lensOnClick ||= (event) => {
     const point = event && event.points && event.points[0];
     if (point && div.__lensComponent) {
