@@ -59,17 +59,18 @@ def loader() -> str:
     return (FOLDER / "loader.js").read_text(encoding="utf-8").replace("__LENS_SETTINGS__", json.dumps(settings()))
 
 
+_LOADER = loader()  # one script for both components below
 _component = st.components.v2.component(
     "attention_lens_chart",
     html=f'<div class="{CLASS}" style="width: 100%"></div>',
-    js=loader(),
+    js=_LOADER,
     isolate_styles=False,  # plotly.js puts its hover and modebar styles in the page's <head>
 )
 # the same chart whose clicked cell comes back to Python (a click on any other chart changes nothing)
 _clickable = st.components.v2.component(
     "attention_lens_chart_click",
     html=f'<div class="{CLASS}" data-click="cell" style="width: 100%"></div>',
-    js=loader(),
+    js=_LOADER,
     isolate_styles=False,
 )
 
