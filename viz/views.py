@@ -21,12 +21,14 @@ attribute (tokens, core, model, model_attentions, layer, head), so any object of
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import numpy as np
 import plotly.graph_objects as go
 
 from .compare import compare_figure
+from .fingerprint import fingerprint
 from .heads_figures import _statistics, heads_source
 from .heads_figures import heads_figures as _heads_figures
 from .heatmaps import token_matrix_heatmap, weight_matrix_heatmap
@@ -104,43 +106,63 @@ def projection_names(head: HeadTrace) -> dict[str, str]:
     return names
 
 
-def _derivation_figures(
-    head: HeadTrace, tokens: list[str], h: int, theme: str, show_values: bool | None, only: tuple[str, ...] | None
-) -> dict:
-    """The derivation's figures by name, in order; ``only`` builds just those names (None: all)."""
+def derivation_builders(
+    head: HeadTrace, tokens: list[str], h: int, theme: str, show_values: bool | None
+) -> dict[str, functools.partial]:
+    """How each derivation figure the head has is built: a ``functools.partial`` holding the function and every
+    argument, so ``viz.fingerprint`` can name a figure by what it is made of (``derivation_key``)."""
     common = dict(theme=theme, show_values=show_values)
     scale_title = f"Scaled scores  QK<sup>T</sup> × {head.scale:.4g}   ({head.scaled.shape[0]} queries × {head.scaled.shape[1]} keys)"
     names = projection_names(head)
+    matrix, scores = token_matrix_heatmap, score_heatmap
     builders = {
-        "x": None if head.x is None else lambda: token_matrix_heatmap(head.x, tokens, name="X  (input)", **common),
-        "q": lambda: token_matrix_heatmap(head.q, tokens, name=names["q"], **common),
-        "k": lambda: token_matrix_heatmap(head.k, tokens, name=names["k"], **common),
-        "v": lambda: token_matrix_heatmap(head.v, tokens, name=names["v"], **common),
-        "scores": lambda: score_heatmap(head.scores, tokens, tokens, stage="scores", **common),
-        "scaled": lambda: score_heatmap(head.scaled, tokens, tokens, stage="scaled", **common, title=scale_title),
-        "masked": lambda: score_heatmap(head.masked, tokens, tokens, mask=head.mask, stage="masked", **common),
+        "x": None if head.x is None else functools.partial(matrix, head.x, tokens, name="X  (input)", **common),
+        "q": functools.partial(matrix, head.q, tokens, name=names["q"], **common),
+        "k": functools.partial(matrix, head.k, tokens, name=names["k"], **common),
+        "v": functools.partial(matrix, head.v, tokens, name=names["v"], **common),
+        "scores": functools.partial(scores, head.scores, tokens, tokens, stage="scores", **common),
+        "scaled": functools.partial(scores, head.scaled, tokens, tokens, stage="scaled", title=scale_title, **common),
+        "masked": functools.partial(scores, head.masked, tokens, tokens, mask=head.mask, stage="masked", **common),
         "biased": None
         if getattr(head, "score_bias", None) is None
-        else lambda: score_heatmap(head.logits, tokens, tokens, mask=head.mask, stage="biased", **common),
-        "weights": lambda: attention_heatmap(head.weights, tokens, tokens, mask=head.mask, **common),
-        "output": lambda: token_matrix_heatmap(head.output, tokens, name="Output  O = AV", **common),
+        else functools.partial(scores, head.logits, tokens, tokens, mask=head.mask, stage="biased", **common),
+        "weights": functools.partial(attention_heatmap, head.weights, tokens, tokens, mask=head.mask, **common),
+        "output": functools.partial(matrix, head.output, tokens, name="Output  O = AV", **common),
     }
     for key in ("q_before_rotary", "k_before_rotary"):
         values = getattr(head, key)
-        builders[key] = (
-            None
-            if values is None
-            else (lambda v=values, n=names[key]: token_matrix_heatmap(v, tokens, name=n, **common))
-        )
+        builders[key] = None if values is None else functools.partial(matrix, values, tokens, name=names[key], **common)
     for key, letter in (("w_q", "Q"), ("w_k", "K"), ("w_v", "V")):
         weights = getattr(head, key)
         builders[key] = (
             None
             if weights is None
-            else (lambda w=weights, t=letter: weight_matrix_heatmap(w, name=f"W<sup>{t}</sup>  head {h}", **common))
+            else functools.partial(weight_matrix_heatmap, weights, name=f"W<sup>{letter}</sup>  head {h}", **common)
         )
-    wanted = DERIVATION_FIGURES if only is None else only
-    return {name: builders[name]() for name in DERIVATION_FIGURES if name in wanted and builders[name] is not None}
+    return {name: builders[name] for name in DERIVATION_FIGURES if builders[name] is not None}
+
+
+def _derivation_figures(
+    head: HeadTrace, tokens: list[str], h: int, theme: str, show_values: bool | None, only: tuple[str, ...] | None
+) -> dict:
+    """The derivation's figures by name, in order; ``only`` builds just those names (None: all)."""
+    builders = derivation_builders(head, tokens, h, theme, show_values)
+    return {name: build() for name, build in builders.items() if only is None or name in only}
+
+
+def derivation_key(
+    trace: ModelTrace,
+    *,
+    head: int | None = None,
+    theme: str = "screen",
+    show_values: bool | None = None,
+    only: tuple[str, ...] | None = None,
+) -> str:
+    """A digest of exactly what ``figures_for_trace(trace, "derivation", ...)`` builds from: equal digests, equal
+    figures. Turning scaling off leaves X, W, Q, K, V and the raw scores with the digest they had."""
+    h = _head_index(trace, head)
+    builders = derivation_builders(trace.core.head(h), list(trace.tokens), h, theme, show_values)
+    return fingerprint([(name, build) for name, build in builders.items() if only is None or name in only])
 
 
 def _compare_figures(trace: ModelTrace, h: int, tokens: list[str], show_values: bool | None, theme: str) -> dict:
