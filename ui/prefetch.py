@@ -5,7 +5,8 @@ not seen before still have to be built: plotly's Python objects cost tens of mil
 few hundred for a view, on the click's path. After a view is drawn, ``schedule`` queues the same
 figure calls for the heads next to the one shown (h+1, h-1, h+2, h-2); one daemon thread builds them
 into the shared ``Store`` (the same keys, so a later click is a cache hit) and pauses whenever any
-script run of the server is in progress (``running``), so it only uses time nobody is waiting on.
+script run of the server is in progress (``running``) or ended less than ``QUIET_S`` ago (its messages
+are still on their way), so it only uses time nobody is waiting on.
 
 Two rules keep it from costing memory for nothing: a session's new schedule replaces the jobs it queued
 before (they were for a page that has moved on, and each held on to that page's trace), and nothing is
@@ -29,12 +30,19 @@ from typing import Any
 NEIGHBOURS = int(os.environ.get("ATTENTION_LENS_PREFETCH_HEADS", "2"))  # heads on each side; 0 turns it off
 QUEUE_MAX = 64  # jobs waiting; older ones are dropped first (the page has moved on)
 IDLE_POLL_S = 0.05
+# After a script run ends, its messages are still being sent and the browser is drawing them. A builder that
+# started at once held the GIL while the server's event loop wrote those messages (each write gives the GIL
+# up and waits to get it back), so a head change's figures, ready after 0.08 s, reached the browser only
+# after 0.4-0.5 s, and on a machine that also runs the browser the builder took its cores too. It now waits
+# until no run has ended for this long.
+QUIET_S = float(os.environ.get("ATTENTION_LENS_PREFETCH_QUIET_S", "0.4"))
 
 # job(head) -> (key, build): the store key and the builder of one figure call at that head
 Job = Callable[[int], tuple[Hashable, Callable[[], Any]]]
 
 _lock = threading.Lock()
 _active = 0  # script runs in progress in this server
+_last_end = 0.0  # time.monotonic() when the last of them ended
 _queue: deque = deque(maxlen=QUEUE_MAX)
 _worker: threading.Thread | None = None
 _noted = threading.local()  # the figure calls of the script run on this thread
@@ -44,7 +52,7 @@ built = 0  # figure calls built in the background (tests and the benchmark read 
 @contextlib.contextmanager
 def running():
     """Mark a script run in progress: the background builder waits until none is."""
-    global _active
+    global _active, _last_end
     with _lock:
         _active += 1
     try:
@@ -52,6 +60,7 @@ def running():
     finally:
         with _lock:
             _active -= 1
+            _last_end = time.monotonic()
 
 
 def note(store, job: Job, size: Callable[[Any], int], head: int, num_heads: int) -> None:
@@ -101,8 +110,9 @@ def schedule(owner: Hashable = None) -> int:
 
 
 def _idle() -> bool:
+    """No script run in progress, and none ended in the last ``QUIET_S`` seconds."""
     with _lock:
-        return _active == 0
+        return _active == 0 and time.monotonic() - _last_end >= QUIET_S
 
 
 def _work() -> None:
