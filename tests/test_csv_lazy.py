@@ -54,6 +54,9 @@ class _Streamlit:
     def columns(self, spec):
         return [_Column(self.calls) for _ in spec]
 
+    def popover(self, label, **kwargs):
+        return _Column(self.calls)
+
 
 def test_figure_resolves_a_callable_only_when_the_csv_is_asked_for(monkeypatch):
     fake = _Streamlit()

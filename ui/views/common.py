@@ -85,19 +85,26 @@ def lazy_matrices(request: TraceRequest, view: str, head: int) -> dict:
     return {name: one(name) for name in names}
 
 
+EXPORT_LABEL = "⬇ SVG · PNG · CSV"
+
+
 def figure(fig, key: str, data=None, *, caption: str | None = None) -> None:
     """Show ``fig``; offer SVG / PNG (slides) / CSV of ``data`` = (matrix, row_labels, col_labels), or a
-    callable that returns it when the CSV is asked for (``lazy_matrices``)."""
+    callable that returns it when the CSV is asked for (``lazy_matrices``).
+
+    The three downloads sit in one small popover under the chart: the browser builds a popover's content only
+    while it is open, and a row of columns with three buttons and their tooltips under every chart was about a
+    third of the elements a head change re-rendered (docs/INTERACTION.md)."""
     draw(fig, key=f"fig_{key}")
     if caption:
         st.caption(caption)
-    cols = st.columns([1, 1, 1, 3])
     problem = image_export_problem()
-    for col, fmt, mime, what in (
-        (cols[0], "svg", "image/svg+xml", "Vector image for slides (rendered on the server by kaleido)."),
-        (cols[1], "png", "image/png", "Slide-sized PNG with the white 'slides' theme."),
+    box = st.popover(EXPORT_LABEL, help="Download this figure: SVG and a slide-sized PNG, and the numbers as CSV.")
+    for fmt, mime, what in (
+        ("svg", "image/svg+xml", "Vector image for slides (rendered on the server by kaleido)."),
+        ("png", "image/png", "Slide-sized PNG with the white 'slides' theme."),
     ):
-        col.download_button(
+        box.download_button(
             fmt.upper(),
             b"" if problem else _image(fig, fmt),
             file_name=f"{key}.{fmt}",
@@ -107,11 +114,8 @@ def figure(fig, key: str, data=None, *, caption: str | None = None) -> None:
             disabled=problem is not None,
             help=problem or what,
         )
-    if problem and not st.session_state.get(_NOTE_KEY):
-        st.session_state[_NOTE_KEY] = True
-        cols[3].caption(problem)
     if data is not None:
-        cols[2].download_button(
+        box.download_button(
             "CSV",
             lambda: csv_bytes(*(data() if callable(data) else data)),
             file_name=f"{key}.csv",
@@ -120,3 +124,6 @@ def figure(fig, key: str, data=None, *, caption: str | None = None) -> None:
             on_click="ignore",
             help="The numbers behind this figure.",
         )
+    if problem and not st.session_state.get(_NOTE_KEY):  # said once a page, where it is seen
+        st.session_state[_NOTE_KEY] = True
+        st.caption(problem)
