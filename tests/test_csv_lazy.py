@@ -6,6 +6,8 @@ so the callables hold only what names the numbers (the request, the view, the he
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -118,3 +120,32 @@ def test_the_views_download_callables_hold_no_trace_and_still_build(monkeypatch)
     assert manifest["settings"]["head"] == 3
     deck = made[deck_name]()
     assert b"<html" in deck[:500].lower() and b"head 3" in deck.lower()
+
+
+def test_every_chart_of_the_derivation_has_its_downloads_in_one_popover():
+    """SVG, PNG and CSV of each figure sit in a popover labelled ``EXPORT_LABEL`` (the browser renders its content
+    only while it is open), one popover per figure, keyed by the figure's name."""
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=180)
+    at.session_state["text"] = "The cat sat on the mat."
+    at.run()
+    assert not at.exception
+    found: dict[str, list] = {}
+
+    def walk(node, popover):
+        children = getattr(node, "children", None)
+        for child in children.values() if isinstance(children, dict) else ():
+            if child.type == "popover":
+                walk(child, child.proto.popover.label)
+            else:
+                if child.type == "download_button" and child.proto.label in ("SVG", "PNG", "CSV"):
+                    found.setdefault(child.key.split("_", 1)[1], []).append((popover, child.proto.label))
+                walk(child, popover)
+
+    walk(at.main, None)
+    assert {"q", "k", "v", "scores", "weights", "output"} <= set(found)
+    for name, buttons in found.items():
+        assert buttons == [(common.EXPORT_LABEL, "SVG"), (common.EXPORT_LABEL, "PNG"), (common.EXPORT_LABEL, "CSV")], (
+            name
+        )
