@@ -45,3 +45,25 @@ def test_nothing_is_kept_before_a_figure_is_shown_or_prepared():
     assert plotly_spec.json_bytes(fig) == 0  # spec_json alone keeps nothing
     plotly_spec.prepare({"weights": fig})
     assert plotly_spec.json_bytes(fig) == len(plotly_own(fig))
+
+
+def test_making_the_json_leaves_the_figure_as_it_was():
+    fig = small_figure()
+    before = plotly_own(fig)
+    plotly_spec.spec_json(fig)
+    assert isinstance(fig.data[0].z, np.ndarray) and isinstance(fig.data[0].customdata, np.ndarray)
+    assert plotly_own(fig) == before
+
+
+def test_long_and_animated_figures_keep_plotly_s_own_json():
+    """A display copy (more positions than pixels) and a figure with frames."""
+    rng = np.random.default_rng(3)
+    weights = rng.random((600, 600)).astype(np.float32)
+    tokens = [f"t{i}" for i in range(600)]
+    long = attention_heatmap(weights / weights.sum(-1, keepdims=True), tokens, tokens)
+    frames = go.Figure(
+        data=[go.Heatmap(z=rng.random((4, 4)))],
+        frames=[go.Frame(data=[go.Heatmap(z=rng.random((4, 4)))], name=str(i)) for i in range(3)],
+    )
+    for fig in (long, frames):
+        assert plotly_spec.spec_json(fig) == plotly_own(fig).decode("utf-8")

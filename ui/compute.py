@@ -260,16 +260,14 @@ def with_head(trace, head: int):
 def figures(trace, request: TraceRequest, view: str, **options) -> dict:
     """``viz.views.figures_for_trace`` once per numbers, head, view and options, shared by every session
     (a class opening the same link, a teacher going back to a head): treat the figures as read-only.
-    The derivation's figures are kept by a digest of what they are built from (``viz.views.derivation_key``):
-    a step whose numbers a change left alone (Q after a new mask) is the figure shown before, not rebuilt,
-    and the browser, sent the same bytes, does not redraw it."""
+    The derivation's are kept by a digest of what they are built from (``viz.views.derivation_key``): a step
+    whose numbers a change left alone (Q after a new mask) is the figure shown before, not rebuilt."""
     from viz.views import derivation_key, figures_for_trace
 
     def job(head: int, **changed):  # the store key and builder at ``head`` (ui.prefetch builds the neighbours)
         at = with_head(trace, head)
         opts = {**options, **changed, **({"head": at.head} if "head" in options else {})}
         shown = {name: value for name, value in opts.items() if name != "precomputed"}
-        # the derivation's are named by what they are made of (a scaling change keeps Q, K, V's), not by the numbers
         made_of = derivation_key(at, **shown) if view == "derivation" else numbers_key(request)
         key = ("figures", made_of, at.head, view, tuple(sorted(shown.items())))
         return key, lambda: plotly_spec.prepare(figures_for_trace(at, view, **opts))  # with the JSON sent

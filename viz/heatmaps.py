@@ -21,19 +21,21 @@ import plotly.graph_objects as go
 
 # blocked cells and display copies live in their own modules; imported here under their old address too
 from .blocked import MASK_RECTANGLES_MAX as MASK_RECTANGLES_MAX
-from .blocked import blocked_cells, mask_overlay, mask_text
+from .blocked import blocked_cells
 from .blocked import mask_rectangles as mask_rectangles
 from .blocks import add_block_matrix
 from .blocks import block_extremes as block_extremes
 from .blocks import block_means as block_means
 from .checks import as_mask, as_matrix, check_labels
-from .labels import escape_label, hover_labels, tick_labels, visible_label
-from .theme import DIVERGING, SEQUENTIAL, apply_theme
+from .labels import escape_label, tick_labels, visible_label
+from .matrix_traces import FLOAT64_MAX_CELLS as FLOAT64_MAX_CELLS
+from .matrix_traces import HOVER_TOKENS_MAX_CELLS as HOVER_TOKENS_MAX_CELLS
+from .matrix_traces import compact as compact
+from .matrix_traces import matrix_traces
+from .theme import DIVERGING, SEQUENTIAL, apply_theme, themed_figure
 
 CELL_TEXT_MAX = 24  # values written in cells when rows and columns are both <= this
-HOVER_TOKENS_MAX_CELLS = 8192  # token names in hover customdata up to this many cells
 TICKS_MAX = 30  # every position gets a tick up to this many; above, every k-th
-FLOAT64_MAX_CELLS = 64 * 64  # above this many cells z is sent as float32
 DISPLAY_MAX = 512  # a single heatmap shows at most this many cells per side (about its pixels); above, block means
 
 
@@ -43,11 +45,6 @@ def tick_positions(n: int, max_ticks: int = TICKS_MAX) -> list[int]:
         return list(range(n))
     step = math.ceil(n / max_ticks)
     return list(range(0, n, step))
-
-
-def compact(values: np.ndarray) -> np.ndarray:
-    """float64 for small arrays, float32 above ``FLOAT64_MAX_CELLS`` (half the JSON payload)."""
-    return values.astype(np.float64 if values.size <= FLOAT64_MAX_CELLS else np.float32)
 
 
 def wants_values(shape: tuple[int, ...], show_values: bool | None) -> bool:
@@ -84,28 +81,6 @@ def _add_display_copy(fig: go.Figure, values: np.ndarray, *, mask, coloraxis: st
     )
 
 
-def _hover(
-    shape: tuple[int, int], row_tokens, col_tokens, row_name: str, col_name: str, value_name: str
-) -> tuple[str, list[np.ndarray]]:
-    """(hovertemplate, customdata layers): token names per cell while the matrix is small enough, else positions."""
-    rows, cols = shape
-    parts: list[str] = []
-    custom: list[np.ndarray] = []
-    use_names = rows * cols <= HOVER_TOKENS_MAX_CELLS
-    if row_tokens is not None and use_names:
-        parts.append(f"{row_name} %{{customdata[{len(custom)}]}}")
-        custom.append(np.broadcast_to(np.array(hover_labels(row_tokens), dtype=object)[:, None], (rows, cols)))
-    else:
-        parts.append(f"{row_name} %{{y}}")
-    if col_tokens is not None and use_names:
-        parts.append(f"{col_name} %{{customdata[{len(custom)}]}}")
-        custom.append(np.broadcast_to(np.array(hover_labels(col_tokens), dtype=object)[None, :], (rows, cols)))
-    else:
-        parts.append(f"{col_name} %{{x}}")
-    parts.append(f"{value_name} %{{z:.4g}}")
-    return "<br>".join(parts) + "<extra></extra>", custom
-
-
 def add_matrix(
     fig: go.Figure,
     values: np.ndarray,
@@ -135,38 +110,63 @@ def add_matrix(
     if row is None and max(rows, cols) > DISPLAY_MAX:  # more rows than a chart has pixels: a display copy
         _add_display_copy(fig, values, mask=mask, coloraxis=coloraxis, value_name=value_name, name=name)
         return blocked_cells(values, mask)
-    blocked = blocked_cells(values, mask)
-    shown = np.where(blocked, np.nan, values)
-    where = {} if row is None else dict(row=row, col=col)
-    hovertemplate, custom = _hover(values.shape, row_tokens, col_tokens, row_name, col_name, value_name)
-
-    text_kwargs: dict = {}
-    if show_values:
-        finite = np.where(blocked, 0.0, values)
-        text = np.array([[format(v, value_format) for v in line] for line in finite], dtype=object)
-        text[blocked] = ""
-        text_kwargs = dict(text=text.tolist(), texttemplate="%{text}")
-
-    fig.add_trace(
-        go.Heatmap(
-            z=compact(shown),
-            x=np.arange(cols),
-            y=np.arange(rows),
-            coloraxis=coloraxis,
-            customdata=np.stack(custom, axis=-1) if custom else None,
-            hovertemplate=hovertemplate,
-            name=name,
-            xgap=0,
-            ygap=0,
-            **text_kwargs,
-        ),
-        **where,
+    traces, blocked = matrix_traces(
+        values,
+        mask=mask,
+        coloraxis=coloraxis,
+        show_values=show_values,
+        value_format=value_format,
+        blocked_text=blocked_text,
+        row_tokens=row_tokens,
+        col_tokens=col_tokens,
+        row_name=row_name,
+        col_name=col_name,
+        value_name=value_name,
+        name=name,
     )
-    if blocked.any():
-        fig.add_trace(mask_overlay(blocked, name=f"{name} masked"), **where)
-        if show_values:
-            fig.add_trace(mask_text(values, blocked, blocked_text, name=f"{name} masked values"), **where)
+    where = {} if row is None else dict(row=row, col=col)
+    for trace in traces:
+        fig.add_trace(trace, **where)
     return blocked
+
+
+def axis_settings(
+    axis: str,
+    count: int,
+    *,
+    tokens: Sequence[str] | None = None,
+    title: str | None = None,
+    extra_ticks: Sequence[tuple[float, str]] = (),
+    extend_to: float | None = None,
+    max_ticks: int = TICKS_MAX,
+    show_ticks: bool = True,
+) -> dict:
+    """The layout axis (a plain dict) that ``style_axis`` sets: integer axis 0..count-1 for a heatmap side."""
+    settings: dict = dict(showgrid=False, zeroline=False, ticks="", showline=False)
+    if title is not None:
+        settings["title"] = dict(text=title)
+    upper = max([count - 0.5, *(p + 0.5 for p, _ in extra_ticks), *([] if extend_to is None else [extend_to])])
+    settings["range"] = [upper, -0.5] if axis == "y" else [-0.5, upper]
+    if not show_ticks:
+        settings["showticklabels"] = False
+    elif tokens is not None:
+        labels = tick_labels(tokens)
+        positions = tick_positions(count, max_ticks)
+        values = positions + [p for p, _ in extra_ticks]
+        texts = [labels[p] for p in positions] + [t for _, t in extra_ticks]
+        settings.update(tickmode="array", tickvals=values, ticktext=texts)
+        if axis == "x":
+            settings["tickangle"] = -45 if any(len(labels[p]) > 3 for p in positions) else 0
+    else:
+        settings.update(tickmode="auto", nticks=min(count, 12), tickformat="d")
+        if extra_ticks:
+            settings.update(tickmode="array")
+            positions = tick_positions(count, 12)
+            settings.update(
+                tickvals=positions + [p for p, _ in extra_ticks],
+                ticktext=[str(p) for p in positions] + [t for _, t in extra_ticks],
+            )
+    return settings
 
 
 def style_axis(
@@ -190,33 +190,16 @@ def style_axis(
     tokens the axis shows plain integer ticks.
     """
     where = {} if row is None else dict(row=row, col=col)
-    settings: dict = dict(showgrid=False, zeroline=False, ticks="", showline=False)
-    if title is not None:
-        settings["title_text"] = title
-    upper = max([count - 0.5, *(p + 0.5 for p, _ in extra_ticks), *([] if extend_to is None else [extend_to])])
-    if axis == "y":
-        settings["range"] = [upper, -0.5]
-    else:
-        settings["range"] = [-0.5, upper]
-    if not show_ticks:
-        settings["showticklabels"] = False
-    elif tokens is not None:
-        labels = tick_labels(tokens)
-        positions = tick_positions(count, max_ticks)
-        values = positions + [p for p, _ in extra_ticks]
-        texts = [labels[p] for p in positions] + [t for _, t in extra_ticks]
-        settings.update(tickmode="array", tickvals=values, ticktext=texts)
-        if axis == "x":
-            settings["tickangle"] = -45 if any(len(labels[p]) > 3 for p in positions) else 0
-    else:
-        settings.update(tickmode="auto", nticks=min(count, 12), tickformat="d")
-        if extra_ticks:
-            settings.update(tickmode="array")
-            positions = tick_positions(count, 12)
-            settings.update(
-                tickvals=positions + [p for p, _ in extra_ticks],
-                ticktext=[str(p) for p in positions] + [t for _, t in extra_ticks],
-            )
+    settings = axis_settings(
+        axis,
+        count,
+        tokens=tokens,
+        title=title,
+        extra_ticks=extra_ticks,
+        extend_to=extend_to,
+        max_ticks=max_ticks,
+        show_ticks=show_ticks,
+    )
     if axis == "y":
         fig.update_yaxes(**settings, **where)
     else:
@@ -268,10 +251,7 @@ def matrix_heatmap(
     if col_tokens is not None:
         col_tokens = check_labels("col_tokens", col_tokens, values.shape[1], "values", values.shape)
     mask = as_mask("mask", mask, values.shape)
-    fig = go.Figure()
-    add_matrix(
-        fig,
-        values,
+    matrix = dict(
         mask=mask,
         show_values=wants_values(values.shape, show_values),
         value_format=value_format,
@@ -282,10 +262,19 @@ def matrix_heatmap(
         col_name=col_title,
         value_name=value_name,
     )
-    style_axis(fig, "y", values.shape[0], tokens=row_tokens, title=row_title)
-    style_axis(fig, "x", values.shape[1], tokens=col_tokens, title=col_title)
-    fig.update_layout(title_text=title, coloraxis=colour_axis(scale, title=value_name, zmin=zmin, zmax=zmax))
-    return apply_theme(fig, theme)
+    layout = dict(
+        yaxis=axis_settings("y", values.shape[0], tokens=row_tokens, title=row_title),
+        xaxis=axis_settings("x", values.shape[1], tokens=col_tokens, title=col_title),
+        title=dict(text=title),
+        coloraxis=colour_axis(scale, title=value_name, zmin=zmin, zmax=zmax),
+    )
+    if max(values.shape) > DISPLAY_MAX:  # a display copy (block means and a note): built on a figure
+        fig = go.Figure()
+        add_matrix(fig, values, **matrix)
+        fig.update_layout(layout)
+        return apply_theme(fig, theme)
+    traces, _ = matrix_traces(values, **matrix)
+    return themed_figure(traces, layout, theme)
 
 
 def token_matrix_heatmap(

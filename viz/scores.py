@@ -14,8 +14,8 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .checks import as_mask, as_matrix, check_labels
-from .heatmaps import add_matrix, colour_axis, style_axis, wants_values
-from .theme import apply_theme
+from .heatmaps import DISPLAY_MAX, add_matrix, axis_settings, colour_axis, matrix_traces, wants_values
+from .theme import apply_theme, themed_figure
 
 STAGE_TITLES = {
     "scores": "Raw scores  QK<sup>T</sup>   (q<sub>i</sub>·k<sub>j</sub>)",
@@ -59,10 +59,7 @@ def score_heatmap(
     if stage not in STAGE_TITLES:
         raise ValueError(f"unknown stage {stage!r}; choose one of {tuple(STAGE_TITLES)}")
     scores, query_tokens, key_tokens, mask = _check(scores, query_tokens, key_tokens, mask, stage)
-    fig = go.Figure()
-    add_matrix(
-        fig,
-        scores,
+    matrix = dict(
         mask=mask,
         show_values=wants_values(scores.shape, show_values),
         row_tokens=query_tokens,
@@ -70,13 +67,29 @@ def score_heatmap(
         value_name="score",
         name=stage,
     )
-    style_axis(fig, "y", scores.shape[0], tokens=query_tokens, title="query")
-    style_axis(fig, "x", scores.shape[1], tokens=key_tokens, title="key")
-    fig.update_layout(
-        title_text=title if title is not None else f"{STAGE_TITLES[stage]}   {_shape_note(scores)}",
+    layout = dict(
+        yaxis=axis_settings("y", scores.shape[0], tokens=query_tokens, title="query"),
+        xaxis=axis_settings("x", scores.shape[1], tokens=key_tokens, title="key"),
+        title=dict(text=title if title is not None else f"{STAGE_TITLES[stage]}   {_shape_note(scores)}"),
         coloraxis=colour_axis("diverging", title="score"),
     )
-    return apply_theme(fig, theme)
+    return _figure(scores, matrix, [], layout, theme)
+
+
+def _figure(values: np.ndarray, matrix: dict, extra: list, layout: dict, theme: str) -> go.Figure:
+    """The matrix's traces, then ``extra`` traces, with ``layout``: from plain dicts (``themed_figure``), or step by
+    step on a figure for a display copy (a matrix larger than ``DISPLAY_MAX`` a side)."""
+    if max(values.shape) > DISPLAY_MAX:
+        fig = go.Figure()
+        add_matrix(fig, values, **matrix)
+        for trace in extra:
+            fig.add_trace(trace)
+        for annotation in layout.pop("annotations", ()):  # after the display copy's own note
+            fig.add_annotation(annotation)
+        fig.update_layout(layout)
+        return apply_theme(fig, theme)
+    traces, _ = matrix_traces(values, **matrix)
+    return themed_figure(traces + extra, layout, theme)
 
 
 def attention_heatmap(
@@ -104,10 +117,7 @@ def attention_heatmap(
         mask = mask | leaked
     rows, cols = weights.shape
     show = wants_values(weights.shape, show_values)
-    fig = go.Figure()
-    add_matrix(
-        fig,
-        weights,
+    matrix = dict(
         mask=mask,
         show_values=show,
         blocked_text="0",
@@ -116,13 +126,16 @@ def attention_heatmap(
         value_name="weight",
         name="weights",
     )
+    extra: list = []
+    annotations: list = []
     extend_to = None
     if show_row_sums:
         sums = np.nansum(np.where(np.isfinite(weights), weights, np.nan), axis=1)
         left, right = cols - 0.5 + SUM_GAP, cols + 0.5 + SUM_GAP  # one cell wide, a small gap after the keys
         extend_to = right
-        fig.add_trace(
-            go.Heatmap(
+        extra.append(
+            dict(
+                type="heatmap",
                 z=sums[:, None],
                 x=[left, right],  # bin edges
                 y=np.arange(rows),
@@ -132,21 +145,27 @@ def attention_heatmap(
                 **(dict(text=[[f"{s:.2f}"] for s in sums], texttemplate="%{text}") if show else {}),
             )
         )
-        fig.add_annotation(
-            x=(left + right) / 2,
-            y=-0.5,
-            xref="x",
-            yref="y",
-            yanchor="bottom",
-            text=ROW_SUM_LABEL,
-            showarrow=False,
-            name="row sums",
+        annotations.append(
+            dict(
+                x=(left + right) / 2,
+                y=-0.5,
+                xref="x",
+                yref="y",
+                yanchor="bottom",
+                text=ROW_SUM_LABEL,
+                showarrow=False,
+                name="row sums",
+            )
         )
-    style_axis(fig, "y", rows, tokens=query_tokens, title="query")
-    style_axis(fig, "x", cols, tokens=key_tokens, title="key", extend_to=extend_to)
-    fig.update_layout(
-        title_text=(title if title is not None else f"Attention weights  softmax(rows)   {_shape_note(weights)}")
-        + (f"<br><sup>⚠ {leaks} blocked cell(s) still got weight: the mask leaks</sup>" if leaks else ""),
+    layout = dict(
+        yaxis=axis_settings("y", rows, tokens=query_tokens, title="query"),
+        xaxis=axis_settings("x", cols, tokens=key_tokens, title="key", extend_to=extend_to),
+        title=dict(
+            text=(title if title is not None else f"Attention weights  softmax(rows)   {_shape_note(weights)}")
+            + (f"<br><sup>⚠ {leaks} blocked cell(s) still got weight: the mask leaks</sup>" if leaks else "")
+        ),
         coloraxis=colour_axis("sequential", title="weight", zmin=0.0, zmax=1.0),
     )
-    return apply_theme(fig, theme)
+    if annotations:
+        layout["annotations"] = annotations
+    return _figure(weights, matrix, extra, layout, theme)

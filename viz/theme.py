@@ -146,6 +146,62 @@ def apply_theme(fig: go.Figure, theme: str = "screen") -> go.Figure:
     return fig
 
 
+def themed_figure(traces: list, layout: dict, theme: str = "screen") -> go.Figure:
+    """``go.Figure(traces, layout)`` styled as ``apply_theme`` would style it, in one construction.
+
+    Building a heatmap by ``add_trace``, ``update_xaxes`` and ``update_layout`` and then ``apply_theme`` went
+    through plotly's property machinery a few hundred times (about 20 ms a figure on a 2-core machine); the
+    same figure from plain dicts costs about a third of that. ``traces`` are dicts or plotly trace objects,
+    ``layout`` a dict; both are changed in place. The result equals the step-by-step figure's ``to_dict()``
+    (tests/test_viz_themed.py)."""
+    spec = theme_spec(theme)
+    traces = [trace if isinstance(trace, dict) else trace.to_plotly_json() for trace in traces]
+    _merge(layout, dict(font=dict(family=FONT_FAMILY, size=spec.font_size, color="#222")))
+    _merge(
+        layout,
+        dict(
+            title=dict(
+                font=dict(size=spec.title_size),
+                x=0.5,
+                xanchor="center",
+                xref="paper",
+                y=0.985,
+                yanchor="top",
+                yref="container",
+            ),
+            margin=dict(spec.margin),
+            paper_bgcolor="white",
+            plot_bgcolor="white",
+        ),
+    )
+    for name in ("xaxis", "yaxis", *(key for key in layout if key[1:5] == "axis" and key[5:].isdigit())):
+        _merge(
+            layout.setdefault(name, {}),
+            dict(title=dict(font=dict(size=spec.axis_title_size)), tickfont=dict(size=spec.tick_size)),
+        )
+    for annotation in layout.get("annotations", ()):
+        if annotation.get("name") != "fixed-size":
+            _merge(annotation, dict(font=dict(size=spec.subtitle_size)))
+    for trace in traces:
+        cell_text = trace.get("type") == "heatmap" and trace.get("texttemplate")
+        mask_text = trace.get("type") == "scatter" and (trace.get("name") or "").endswith("masked values")
+        if cell_text or mask_text:
+            _merge(trace, dict(textfont=dict(size=spec.cell_text_size)))
+    layout["meta"] = {**(layout.get("meta") if isinstance(layout.get("meta"), dict) else {}), "theme": theme}
+    if theme != "screen" or pio.templates.default != "attention_lens_screen":
+        layout["template"] = pio.templates[f"attention_lens_{theme}"]
+    return go.Figure(data=traces, layout=layout)
+
+
+def _merge(target: dict, updates: dict) -> None:
+    """``updates`` into ``target`` as plotly's ``update`` does: nested dicts merged, other values replaced."""
+    for key, value in updates.items():
+        if isinstance(value, dict) and isinstance(target.get(key), dict):
+            _merge(target[key], value)
+        else:
+            target[key] = value
+
+
 def _has_template(fig: go.Figure, theme: str) -> bool:
     """True when ``fig`` already carries ``theme``'s template: a figure never themed gets plotly's default
     template when it is created, and that default is the screen look (``_register_templates``). Assigning
