@@ -205,6 +205,7 @@ def _view_panel(settings, head_slot) -> None:
         st.query_params.from_dict(to_query_params(settings))
         trace = compute.with_head(trace, settings.head)
         views.render(view, trace, settings)
+        views.ahead(view, trace, settings)
         if view in EXPORTABLE:
             export.slides_button(trace, settings, EXPORTABLE[view])
     except compute.ServerBusy as err:

@@ -130,6 +130,39 @@ def test_the_next_head_is_a_store_hit_in_the_app(monkeypatch):
 
 
 @pytest.mark.slow
+def test_the_views_one_switch_away_are_built_ahead(monkeypatch):
+    """After the derivation is drawn, the Query inspector's and Core vs model's figures for the head shown are
+    built in the background: switching to either builds nothing."""
+    at = _opened_with_one_neighbour(monkeypatch, text="A view switch should find its figure already built.")
+    views = {key[3] for key in compute.store()._entries if key[0] == "figures" and key[2] == 0}
+    assert {"derivation", "compare", "query"} <= views, views
+    monkeypatch.setattr(prefetch, "NEIGHBOURS", 0)
+    misses = compute.store().misses
+    for view in ("query", "compare"):
+        at.segmented_control(key="view").set_value(view)
+        at.run()
+        assert not at.exception and not at.error
+    assert compute.store().misses == misses
+    assert [fig for fig in at.get("bidi_component")]  # the views drew their charts
+
+
+def test_note_ahead_is_queued_after_the_neighbours(monkeypatch):
+    monkeypatch.setattr(prefetch, "NEIGHBOURS", 1)
+    prefetch._noted.calls, prefetch._noted.ahead = [], []
+    store = Store(2**20)
+    order = []
+    with prefetch.running():
+        prefetch.note_ahead(store, ("ahead", 0), lambda: order.append("ahead") or 1, lambda value: 8)
+        prefetch.note(store, lambda h: (("figures", h), lambda: order.append(h) or h), lambda value: 8, 5, 12)
+        assert prefetch.schedule() == 3
+    assert prefetch.wait_idle(10)
+    assert order == [6, 4, "ahead"]
+    monkeypatch.setattr(prefetch, "NEIGHBOURS", 0)  # off: nothing is noted ahead either
+    prefetch.note_ahead(store, ("ahead", 1), lambda: 1, lambda value: 8)
+    assert prefetch.schedule() == 0 and store.peek(("ahead", 1)) is None
+
+
+@pytest.mark.slow
 def test_the_next_query_is_a_store_hit_in_the_query_inspector(monkeypatch):
     at = _opened_with_one_neighbour(
         monkeypatch, text="A query change should find its step-through already built.", view="query", query=3

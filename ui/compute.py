@@ -99,18 +99,9 @@ def capture_bytes(cap) -> int:
 
 def trace_bytes(trace) -> int:
     """What a trace owns (the model's weights and ``model_attentions`` are views of the capture's buffer)."""
-    own = [
-        trace.core.scores,
-        trace.core.scaled,
-        trace.core.masked,
-        trace.core.score_bias,  # ALiBi only (H, L, S); None otherwise
-        trace.core.weights,
-        trace.core.q,
-        trace.core.k,
-        trace.core.v,
-        trace.core.output,
-        trace.core.x,
-    ]
+    core = trace.core  # score_bias: ALiBi only (H, L, S), else None
+    own = [core.scores, core.scaled, core.masked, core.score_bias, core.weights, core.q, core.k, core.v, core.output]
+    own.append(core.x)
     if trace.model is not None:
         own += [trace.model.q, trace.model.k, trace.model.v]  # repeated key/value heads are copies
     return _nbytes(*own)
@@ -257,11 +248,12 @@ def with_head(trace, head: int):
     return trace if head == trace.head else replace(trace, head=head)
 
 
-def figures(trace, request: TraceRequest, view: str, **options) -> dict:
+def figures(trace, request: TraceRequest, view: str, *, ahead: bool = False, **options) -> dict:
     """``viz.views.figures_for_trace`` once per numbers, head, view and options, shared by every session
     (a class opening the same link, a teacher going back to a head): treat the figures as read-only.
     The derivation's are kept by a digest of what they are built from (``viz.views.derivation_key``): a step
-    whose numbers a change left alone (Q after a new mask) is the figure shown before, not rebuilt."""
+    whose numbers a change left alone (Q after a new mask) is the figure shown before, not rebuilt.
+    ``ahead``: a view not shown; its figures are queued for the background builder (``ui.prefetch``), {} now."""
     from viz.views import derivation_key, figures_for_trace
 
     def job(head: int, **changed):  # the store key and builder at ``head`` (ui.prefetch builds the neighbours)
@@ -273,6 +265,9 @@ def figures(trace, request: TraceRequest, view: str, **options) -> dict:
         return key, lambda: plotly_spec.prepare(figures_for_trace(at, view, **opts))  # with the JSON sent
 
     key, build = job(trace.head)
+    if ahead:
+        prefetch.note_ahead(store(), key, build, _figures_bytes)
+        return {}
     if "precomputed" not in options:  # precomputed arrays belong to this head only
         prefetch.note(store(), job, _figures_bytes, trace.head, trace.core.num_heads)
         if options.get("query") is not None:  # the query inspector: the queries next to this one too

@@ -3,7 +3,8 @@
 A head change reruns only the view (a fragment) and recomputes no numbers, but the figures of a head
 not seen before still have to be built: plotly's Python objects cost tens of milliseconds each, a
 few hundred for a view, on the click's path. After a view is drawn, ``schedule`` queues the same
-figure calls for the heads next to the one shown (h+1, h-1, h+2, h-2); one daemon thread builds them
+figure calls for the heads next to the one shown (h+1, h-1, h+2, h-2), then the main figure of the views one
+switch away (``note_ahead``: Query inspector, Core vs model, for the head shown); one daemon thread builds them
 into the shared ``Store`` (the same keys, so a later click is a cache hit) and pauses whenever any
 script run of the server is in progress (``running``) or ended less than ``QUIET_S`` ago (its messages
 are still on their way), so it only uses time nobody is waiting on.
@@ -73,6 +74,16 @@ def note(store, job: Job, size: Callable[[Any], int], head: int, num_heads: int)
     calls.append((store, job, size, head, num_heads))
 
 
+def note_ahead(store, key: Hashable, build: Callable[[], Any], size: Callable[[Any], int]) -> None:
+    """Remember a figure call of a view that is not shown (built after the neighbouring heads' calls)."""
+    if NEIGHBOURS <= 0:
+        return
+    ahead = getattr(_noted, "ahead", None)
+    if ahead is None:
+        ahead = _noted.ahead = []
+    ahead.append((store, key, build, size))
+
+
 def neighbours(head: int, num_heads: int, count: int | None = None) -> list[int]:
     """h+1, h-1, h+2, h-2, ... within 0..num_heads-1, at most ``count`` (default NEIGHBOURS) on each side."""
     count = NEIGHBOURS if count is None else count
@@ -87,7 +98,8 @@ def schedule(owner: Hashable = None) -> int:
 
     ``owner`` (the session): the jobs it queued before are dropped first, built or not."""
     calls = getattr(_noted, "calls", None) or []
-    _noted.calls = []
+    ahead = getattr(_noted, "ahead", None) or []
+    _noted.calls, _noted.ahead = [], []
     if NEIGHBOURS <= 0:
         return 0
     jobs = []
@@ -96,6 +108,7 @@ def schedule(owner: Hashable = None) -> int:
             key, build = job(other)
             if store.peek(key) is None:
                 jobs.append((owner, store, key, build, size))
+    jobs += [(owner, store, key, build, size) for store, key, build, size in ahead if store.peek(key) is None]
     global _worker
     with _lock:
         if owner is not None:

@@ -1,4 +1,5 @@
-"""The app's views. Each module has ``render(trace, settings)``; this picks one."""
+"""The app's views. Each module has ``render(trace, settings)``; this picks one. ``ahead`` queues the main figure
+of the views one switch away (those with an ``ahead(trace, settings)``) for the background builder."""
 
 from __future__ import annotations
 
@@ -24,3 +25,16 @@ def render(view: str, trace: ModelTrace, settings: Settings) -> None:
         "contributions": contributions.render,
         "pitfalls": pitfalls.render,
     }.get(view, derivation.render)(trace, settings)
+
+
+AHEAD = ("compare", "query")  # views whose figure for the head shown is built in the background (ui.prefetch)
+
+
+def ahead(view: str, trace: ModelTrace, settings: Settings) -> None:
+    """After ``view`` is drawn: queue the figures of the other views of ``AHEAD``, so a switch finds them built."""
+    from . import compare, query
+
+    modules = {"compare": compare, "query": query}
+    for name in AHEAD:
+        if name != view:
+            modules[name].ahead(trace, settings)

@@ -13,6 +13,16 @@ from ..text import plain
 from .common import figure, lazy_matrices
 
 
+def _options(settings: Settings, head: int) -> dict:
+    return dict(head=head, theme=settings.theme, show_values=settings.show_values or None)
+
+
+def ahead(trace: ModelTrace, settings: Settings) -> None:
+    """Queue this view's figure for the head shown elsewhere (``compute.figures(..., ahead=True)``)."""
+    if trace.model is not None and trace.head < trace.model.num_heads:
+        compute.figures(trace, settings.request(), "compare", ahead=True, **_options(settings, trace.head))
+
+
 def render(trace: ModelTrace, settings: Settings) -> None:
     h = trace.head
     st.subheader(f"Own core vs {plain(trace.facts.name.split('/')[-1], 60)}: layer {trace.layer}, head {h}")
@@ -30,9 +40,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
             icon=":material/call_split:",
         )
         return
-    figs = compute.figures(
-        trace, settings.request(), "compare", head=h, theme=settings.theme, show_values=settings.show_values or None
-    )
+    figs = compute.figures(trace, settings.request(), "compare", **_options(settings, h))
     diff = max_abs_difference(trace.core.head(h).weights, trace.model.head(h).weights)
     if trace.departures:
         st.warning(

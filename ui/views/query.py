@@ -18,13 +18,27 @@ from ..text import plain
 from .common import figure
 
 
+def _options(trace: ModelTrace, settings: Settings, query: int) -> dict:
+    return dict(head=trace.head, query=query, theme=settings.theme, show_values=settings.show_values or None)
+
+
+def _query(n: int) -> int:
+    """The query shown: the session's, within 0..n-1."""
+    return min(as_position(st.session_state.get("query", 0)), n - 1)
+
+
+def ahead(trace: ModelTrace, settings: Settings) -> None:
+    """Queue this view's step-through for the head and query shown elsewhere (``compute.figures(..., ahead=True)``)."""
+    if not display.active(settings):
+        query = _query(len(trace.tokens))
+        compute.figures(trace, settings.request(), "query", ahead=True, **_options(trace, settings, query))
+
+
 def render(trace: ModelTrace, settings: Settings) -> None:
     live_temperature.follow_release()
     labels = plain_labels(trace.tokens)
     n = len(labels)
-    st.session_state["query"] = as_position(st.session_state.get("query", 0))
-    if st.session_state["query"] >= n:
-        st.session_state["query"] = n - 1
+    st.session_state["query"] = _query(n)
     st.selectbox(
         "Query token",
         list(range(n)),
@@ -52,15 +66,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
 
 def _step(trace: ModelTrace, settings: Settings, labels: list[str], i: int) -> None:
     """The step-through as computed (no display option on): the view's shared, prefetched figure."""
-    figs = compute.figures(
-        trace,
-        settings.request(),
-        "query",
-        head=trace.head,
-        query=i,
-        theme=settings.theme,
-        show_values=settings.show_values or None,
-    )
+    figs = compute.figures(trace, settings.request(), "query", **_options(trace, settings, i))
     data = matrices_for_trace(trace, "query", head=trace.head, query=i)
     figure(figs["query"], "query", data["query_contributions"])
     head = trace.core.head(trace.head)
