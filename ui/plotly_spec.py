@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 import plotly.io as pio
-from _plotly_utils.utils import convert_to_base64
+from plotly.basedatatypes import convert_to_base64  # plotly.py's own step of to_dict (from _plotly_utils)
 
 _ATTRIBUTE = "_attention_lens_json"  # where a figure keeps its JSON (underscore: plotly allows it)
 
