@@ -31,11 +31,10 @@ from typing import Any
 NEIGHBOURS = int(os.environ.get("ATTENTION_LENS_PREFETCH_HEADS", "2"))  # heads on each side; 0 turns it off
 QUEUE_MAX = 64  # jobs waiting; older ones are dropped first (the page has moved on)
 IDLE_POLL_S = 0.05
-# After a script run ends, its messages are still being sent and the browser is drawing them. A builder that
-# started at once held the GIL while the server's event loop wrote those messages (each write gives the GIL
-# up and waits to get it back), so a head change's figures, ready after 0.08 s, reached the browser only
-# after 0.4-0.5 s, and on a machine that also runs the browser the builder took its cores too. It now waits
-# until no run has ended for this long.
+# After a script run ends, the browser is still taking in and drawing what it sent (a head change's frames,
+# all written by the server 0.1 s after the click, were read by Chromium over the next 0.3-0.5 s at 64 tokens).
+# Where the server and a browser share the machine (a laptop, the benchmarks), a builder that started at once
+# took the cores that drawing needed. It now waits until no run has ended for this long.
 QUIET_S = float(os.environ.get("ATTENTION_LENS_PREFETCH_QUIET_S", "0.4"))
 
 # job(head) -> (key, build): the store key and the builder of one figure call at that head
