@@ -268,13 +268,24 @@ def matrix_heatmap(
         title=dict(text=title),
         coloraxis=colour_axis(scale, title=value_name, zmin=zmin, zmax=zmax),
     )
-    if max(values.shape) > DISPLAY_MAX:  # a display copy (block means and a note): built on a figure
+    return matrix_figure(values, matrix, layout, theme)
+
+
+def matrix_figure(values: np.ndarray, matrix: dict, layout: dict, theme: str, extra: Sequence = ()) -> go.Figure:
+    """``values`` as ``add_matrix`` draws it (``matrix``: its options), then ``extra`` traces, with ``layout``: from
+    plain dicts in one go (``themed_figure``), or step by step on a figure for a display copy (a matrix larger
+    than ``DISPLAY_MAX`` a side: block means and a note)."""
+    if max(values.shape) > DISPLAY_MAX:
         fig = go.Figure()
         add_matrix(fig, values, **matrix)
+        for trace in extra:
+            fig.add_trace(trace)
+        for annotation in layout.pop("annotations", ()):  # after the display copy's own note
+            fig.add_annotation(annotation)
         fig.update_layout(layout)
         return apply_theme(fig, theme)
     traces, _ = matrix_traces(values, **matrix)
-    return themed_figure(traces, layout, theme)
+    return themed_figure([*traces, *extra], layout, theme)
 
 
 def token_matrix_heatmap(

@@ -14,8 +14,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .checks import as_mask, as_matrix, check_labels
-from .heatmaps import DISPLAY_MAX, add_matrix, axis_settings, colour_axis, matrix_traces, wants_values
-from .theme import apply_theme, themed_figure
+from .heatmaps import axis_settings, colour_axis, matrix_figure, wants_values
 
 STAGE_TITLES = {
     "scores": "Raw scores  QK<sup>T</sup>   (q<sub>i</sub>·k<sub>j</sub>)",
@@ -73,23 +72,7 @@ def score_heatmap(
         title=dict(text=title if title is not None else f"{STAGE_TITLES[stage]}   {_shape_note(scores)}"),
         coloraxis=colour_axis("diverging", title="score"),
     )
-    return _figure(scores, matrix, [], layout, theme)
-
-
-def _figure(values: np.ndarray, matrix: dict, extra: list, layout: dict, theme: str) -> go.Figure:
-    """The matrix's traces, then ``extra`` traces, with ``layout``: from plain dicts (``themed_figure``), or step by
-    step on a figure for a display copy (a matrix larger than ``DISPLAY_MAX`` a side)."""
-    if max(values.shape) > DISPLAY_MAX:
-        fig = go.Figure()
-        add_matrix(fig, values, **matrix)
-        for trace in extra:
-            fig.add_trace(trace)
-        for annotation in layout.pop("annotations", ()):  # after the display copy's own note
-            fig.add_annotation(annotation)
-        fig.update_layout(layout)
-        return apply_theme(fig, theme)
-    traces, _ = matrix_traces(values, **matrix)
-    return themed_figure(traces + extra, layout, theme)
+    return matrix_figure(scores, matrix, layout, theme)
 
 
 def attention_heatmap(
@@ -168,4 +151,4 @@ def attention_heatmap(
     )
     if annotations:
         layout["annotations"] = annotations
-    return _figure(weights, matrix, extra, layout, theme)
+    return matrix_figure(weights, matrix, layout, theme, extra)

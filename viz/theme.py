@@ -115,30 +115,14 @@ def apply_theme(fig: go.Figure, theme: str = "screen") -> go.Figure:
     spec = theme_spec(theme)
     if not _has_template(fig, theme):
         fig.layout.template = pio.templates[f"attention_lens_{theme}"]  # built once (below), copied here
-    fig.update_layout(
-        font=dict(family=FONT_FAMILY, size=spec.font_size, color="#222"),
-        title=dict(
-            font=dict(size=spec.title_size),
-            x=0.5,
-            xanchor="center",
-            xref="paper",
-            y=0.985,
-            yanchor="top",
-            yref="container",
-        ),
-        margin=spec.margin,
-        paper_bgcolor="white",
-        plot_bgcolor="white",
-    )
-    fig.update_xaxes(title_font=dict(size=spec.axis_title_size), tickfont=dict(size=spec.tick_size))
-    fig.update_yaxes(title_font=dict(size=spec.axis_title_size), tickfont=dict(size=spec.tick_size))
+    fig.update_layout(_layout_style(spec))
+    fig.update_xaxes(_axis_style(spec))
+    fig.update_yaxes(_axis_style(spec))
     for annotation in fig.layout.annotations:
         if annotation.name != "fixed-size":
             annotation.font.size = spec.subtitle_size
     for trace in fig.data:
-        cell_text = trace.type == "heatmap" and trace.texttemplate
-        mask_text = trace.type == "scatter" and (trace.name or "").endswith("masked values")
-        if cell_text or mask_text:
+        if _has_cell_text(trace.type, trace.texttemplate, trace.name):
             trace.textfont.size = spec.cell_text_size
     meta = dict(fig.layout.meta) if isinstance(fig.layout.meta, dict) else {}
     meta["theme"] = theme
@@ -156,41 +140,41 @@ def themed_figure(traces: list, layout: dict, theme: str = "screen") -> go.Figur
     (tests/test_viz_themed.py)."""
     spec = theme_spec(theme)
     traces = [trace if isinstance(trace, dict) else trace.to_plotly_json() for trace in traces]
-    _merge(layout, dict(font=dict(family=FONT_FAMILY, size=spec.font_size, color="#222")))
-    _merge(
-        layout,
-        dict(
-            title=dict(
-                font=dict(size=spec.title_size),
-                x=0.5,
-                xanchor="center",
-                xref="paper",
-                y=0.985,
-                yanchor="top",
-                yref="container",
-            ),
-            margin=dict(spec.margin),
-            paper_bgcolor="white",
-            plot_bgcolor="white",
-        ),
-    )
+    _merge(layout, _layout_style(spec))
     for name in ("xaxis", "yaxis", *(key for key in layout if key[1:5] == "axis" and key[5:].isdigit())):
-        _merge(
-            layout.setdefault(name, {}),
-            dict(title=dict(font=dict(size=spec.axis_title_size)), tickfont=dict(size=spec.tick_size)),
-        )
+        _merge(layout.setdefault(name, {}), _axis_style(spec))
     for annotation in layout.get("annotations", ()):
         if annotation.get("name") != "fixed-size":
             _merge(annotation, dict(font=dict(size=spec.subtitle_size)))
     for trace in traces:
-        cell_text = trace.get("type") == "heatmap" and trace.get("texttemplate")
-        mask_text = trace.get("type") == "scatter" and (trace.get("name") or "").endswith("masked values")
-        if cell_text or mask_text:
+        if _has_cell_text(trace.get("type"), trace.get("texttemplate"), trace.get("name")):
             _merge(trace, dict(textfont=dict(size=spec.cell_text_size)))
     layout["meta"] = {**(layout.get("meta") if isinstance(layout.get("meta"), dict) else {}), "theme": theme}
     if theme != "screen" or pio.templates.default != "attention_lens_screen":
         layout["template"] = pio.templates[f"attention_lens_{theme}"]
     return go.Figure(data=traces, layout=layout)
+
+
+def _layout_style(spec: ThemeSpec) -> dict:
+    """What a theme sets on a figure's layout (fonts, the title's place and size, margins, white)."""
+    title = dict(font=dict(size=spec.title_size), x=0.5, xanchor="center", xref="paper", y=0.985, yanchor="top")
+    return dict(
+        font=dict(family=FONT_FAMILY, size=spec.font_size, color="#222"),
+        title=dict(title, yref="container"),
+        margin=dict(spec.margin),
+        paper_bgcolor="white",
+        plot_bgcolor="white",
+    )
+
+
+def _axis_style(spec: ThemeSpec) -> dict:
+    """What a theme sets on every x and y axis."""
+    return dict(title=dict(font=dict(size=spec.axis_title_size)), tickfont=dict(size=spec.tick_size))
+
+
+def _has_cell_text(kind: str | None, texttemplate, name: str | None) -> bool:
+    """A trace whose text takes the theme's cell size: a heatmap with values written in, or the masked values."""
+    return bool((kind == "heatmap" and texttemplate) or (kind == "scatter" and (name or "").endswith("masked values")))
 
 
 def _merge(target: dict, updates: dict) -> None:
