@@ -175,7 +175,7 @@ def test_a_chart_out_of_view_waits_for_a_pause_and_shows_its_older_figure_faded_
     page, errors = _open(browser, page_url)
     below = page.locator(BELOW)
     assert page.evaluate(f"() => document.querySelector('{BELOW}').style.minHeight") == "320px"  # its room kept
-    # never drawn yet: drawn when the browser is idle, out of view as it is
+    # never drawn yet: drawn after the pause, out of view as it is (a new view draws what is on screen first)
     page.wait_for_function(f"() => (document.querySelector('{BELOW}').data || [{{}}])[0].name === 'weights-first'")
     assert page.evaluate(f"() => document.querySelector('{BELOW}').getBoundingClientRect().top") > 2000
 

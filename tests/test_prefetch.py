@@ -131,14 +131,16 @@ def test_the_next_head_is_a_store_hit_in_the_app(monkeypatch):
 
 @pytest.mark.slow
 def test_the_views_one_switch_away_are_built_ahead(monkeypatch):
-    """After the derivation is drawn, the Query inspector's and Core vs model's figures for the head shown are
-    built in the background: switching to either builds nothing."""
+    """After the derivation is drawn, the Query inspector's, Core vs model's and Heads & layers' figures for the
+    head shown (with the layer x head overviews and the attention lines) are built in the background: switching
+    to any of them builds nothing."""
     at = _opened_with_one_neighbour(monkeypatch, text="A view switch should find its figure already built.")
     views = {key[3] for key in compute.store()._entries if key[0] == "figures" and key[2] == 0}
-    assert {"derivation", "compare", "query"} <= views, views
+    assert {"derivation", "compare", "query", "heads", "lines"} <= views, views
+    assert any(key[0] == "overview" for key in compute.store()._entries)  # made by the builder
     monkeypatch.setattr(prefetch, "NEIGHBOURS", 0)
     misses = compute.store().misses
-    for view in ("query", "compare"):
+    for view in ("query", "compare", "heads"):
         at.segmented_control(key="view").set_value(view)
         at.run()
         assert not at.exception and not at.error

@@ -253,7 +253,8 @@ def figures(trace, request: TraceRequest, view: str, *, ahead: bool = False, **o
     (a class opening the same link, a teacher going back to a head): treat the figures as read-only.
     The derivation's are kept by a digest of what they are built from (``viz.views.derivation_key``): a step
     whose numbers a change left alone (Q after a new mask) is the figure shown before, not rebuilt.
-    ``ahead``: a view not shown; its figures are queued for the background builder (``ui.prefetch``), {} now."""
+    ``ahead``: a view not shown; queued for the background builder (``ui.prefetch``; a callable ``precomputed`` is
+    called there), {} now."""
     from viz.views import derivation_key, figures_for_trace
 
     def job(head: int, **changed):  # the store key and builder at ``head`` (ui.prefetch builds the neighbours)
@@ -262,7 +263,7 @@ def figures(trace, request: TraceRequest, view: str, *, ahead: bool = False, **o
         shown = {name: value for name, value in opts.items() if name != "precomputed"}
         made_of = derivation_key(at, **shown) if view == "derivation" else numbers_key(request)
         key = ("figures", made_of, at.head, view, tuple(sorted(shown.items())))
-        return key, lambda: plotly_spec.prepare(figures_for_trace(at, view, **opts))  # with the JSON sent
+        return key, lambda: plotly_spec.prepare(figures_for_trace(at, view, **_resolved(opts)))  # with the JSON
 
     key, build = job(trace.head)
     if ahead:
@@ -274,6 +275,11 @@ def figures(trace, request: TraceRequest, view: str, *, ahead: bool = False, **o
             queries = len(trace.tokens)
             prefetch.note(store(), lambda i: job(trace.head, query=i), _figures_bytes, int(options["query"]), queries)
     return store().get(key, build, _figures_bytes)
+
+
+def _resolved(options: dict) -> dict:  # a callable ``precomputed`` (a view built ahead) is called by the builder
+    made = options.get("precomputed")
+    return {**options, "precomputed": made()} if callable(made) else options
 
 
 def _figures_bytes(figs: dict) -> int:

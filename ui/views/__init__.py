@@ -27,14 +27,14 @@ def render(view: str, trace: ModelTrace, settings: Settings) -> None:
     }.get(view, derivation.render)(trace, settings)
 
 
-AHEAD = ("compare", "query")  # views whose figure for the head shown is built in the background (ui.prefetch)
+AHEAD = ("compare", "query", "heads")  # views whose figures for the head shown are built in the background (ui.prefetch)
 
 
 def ahead(view: str, trace: ModelTrace, settings: Settings) -> None:
     """After ``view`` is drawn: queue the figures of the other views of ``AHEAD``, so a switch finds them built."""
-    from . import compare, query
+    from . import compare, heads, query
 
-    modules = {"compare": compare, "query": query}
+    modules = {"compare": compare, "query": query, "heads": heads}
     for name in AHEAD:
         if name != view:
             modules[name].ahead(trace, settings)

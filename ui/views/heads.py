@@ -30,22 +30,42 @@ FLIP_HELP = (
 )
 
 
+def _overviews(trace: ModelTrace, request) -> dict:
+    """The five layer x head statistics, made once per capture (``compute.overview``)."""
+    return {f"overview_{name}": compute.overview(trace, request, name) for name in STATISTICS}
+
+
+def _options(settings: Settings) -> dict:
+    """The options of this view's figures (the same for the click and for ``ahead``)."""
+    return dict(
+        theme=settings.theme,
+        show_values=settings.show_values or None,
+        statistic=settings.statistic,
+        only=("head_grid", "head_flip", "overview_switch"),
+    )
+
+
+def _lines_options(trace: ModelTrace, settings: Settings) -> dict:
+    return dict(head=trace.head, theme=settings.theme)
+
+
+def ahead(trace: ModelTrace, settings: Settings) -> None:
+    """Queue this view's figures (the grid, the flip chart, the overview and the attention lines, whose drawers
+    start open) for the background builder; the overviews are made there too, the first time."""
+    request = settings.request()
+    compute.figures(
+        trace, request, "heads", ahead=True, precomputed=lambda: _overviews(trace, request), **_options(settings)
+    )
+    compute.figures(trace, request, "lines", ahead=True, **_lines_options(trace, settings))
+
+
 def render(trace: ModelTrace, settings: Settings) -> None:
     theme, shown = settings.theme, settings.show_values or None
     source = "the model's returned attentions" if trace.model_attentions is not None else "the own core"
     st.subheader(f"All heads of layer {trace.layer} ({source})")
     request = settings.request()
-    precomputed = {f"overview_{name}": compute.overview(trace, request, name) for name in STATISTICS}
-    figs = compute.figures(
-        trace,
-        request,
-        "heads",
-        theme=theme,
-        show_values=shown,
-        statistic=settings.statistic,
-        precomputed=precomputed,
-        only=("head_grid", "head_flip", "overview_switch"),
-    )
+    precomputed = _overviews(trace, request)
+    figs = compute.figures(trace, request, "heads", precomputed=precomputed, **_options(settings))
     figure(display.grid_view(trace, settings) if display.active(settings) else figs["head_grid"], "head_grid")
     flip_box = st.expander(FLIP_LABEL, expanded=True, key="open_flip", on_change="rerun")
     if flip_box.open:
@@ -74,7 +94,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     )
     if lines.open:
         with lines:
-            fig = compute.figures(trace, request, "lines", head=trace.head, theme=theme)["lines"]
+            fig = compute.figures(trace, request, "lines", **_lines_options(trace, settings))["lines"]
             figure(fig, "lines", lazy_matrices(settings.request(), "lines", trace.head)["lines_weights"])
     if trace.model_attentions is not None:
         box = st.expander("Attention rollout across layers", expanded=False, key="open_rollout", on_change="rerun")

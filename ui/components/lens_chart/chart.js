@@ -142,10 +142,10 @@ function draw(div, figure, token, settings, base) {
 }
 
 // What is in view is drawn first. A chart out of view (more than half a screen away) is drawn when the
-// browser is idle: at once if it has never been drawn (a page or a view just opened), and otherwise once the
-// person has paused for PAUSE_MS (a head dragged across twelve values redraws only what is on screen
-// meanwhile); sooner if it comes near the view, and at once when the page is printed. Until then a chart
-// keeps its older figure, faded.
+// browser is idle once the person has paused for PAUSE_MS (a head dragged across twelve values redraws only
+// what is on screen meanwhile; a view just opened draws what is on screen before the charts further down);
+// sooner if it comes near the view, and at once when the page is printed. Until then a chart keeps its
+// older figure, faded, or its room, empty.
 const NEAR = "50% 0px";
 const STALE_OPACITY = "0.35";
 const PAUSE_MS = 1000;
@@ -205,10 +205,12 @@ export function render(component, settings, base) {
     const figure = parse(div, text);
     div.__lensPending = figure && { figure, token: div.__lensToken, settings, base };
     if (div.__lensInView) flush(div);
-    else if (div.classList.contains("js-plotly-plot")) {
-      div.style.opacity = STALE_OPACITY;
+    else {
+      // Out of view (or not yet known: the watcher's first report, at the next frame, draws a new chart that
+      // is in view at once). An older figure stays, faded, until then.
+      if (div.classList.contains("js-plotly-plot")) div.style.opacity = STALE_OPACITY;
       whenIdle(div, PAUSE_MS);
-    } else whenIdle(div, 0);
+    }
   } // else: the same figure as on screen (or already waiting), nothing to draw
   if (!div.__lensWatched) {
     div.__lensWatched = true;
