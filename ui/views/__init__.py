@@ -27,11 +27,8 @@ def render(view: str, trace: ModelTrace, settings: Settings) -> None:
     }.get(view, derivation.render)(trace, settings)
 
 
-AHEAD = (
-    "compare",
-    "query",
-    "heads",
-)  # views whose figures for the head shown are built in the background (ui.prefetch)
+# views whose figures for the head shown are built in the background (ui.prefetch)
+AHEAD = ("compare", "query", "heads")
 
 
 def ahead(view: str, trace: ModelTrace, settings: Settings) -> None:
