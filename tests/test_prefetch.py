@@ -164,6 +164,29 @@ def test_note_ahead_is_queued_after_the_neighbours(monkeypatch):
     assert prefetch.schedule() == 0 and store.peek(("ahead", 1)) is None
 
 
+def test_a_costly_view_waits_for_the_longer_pause_without_holding_up_the_rest(monkeypatch):
+    monkeypatch.setattr(prefetch, "NEIGHBOURS", 1)
+    monkeypatch.setattr(prefetch, "QUIET_S", 0.05)
+    prefetch._noted.calls, prefetch._noted.ahead = [], []
+    store = Store(2**20)
+    built_at = {}
+
+    def build(name):
+        return lambda: built_at.setdefault(name, time.monotonic()) and name
+
+    with prefetch.running():
+        prefetch.note_ahead(store, ("ahead", "heads"), build("heads"), lambda value: 8, quiet=0.6)
+        prefetch.note_ahead(store, ("ahead", "query"), build("query"), lambda value: 8)
+        assert prefetch.schedule(owner="a") == 2
+        prefetch.note_ahead(store, ("ahead", "other"), build("other"), lambda value: 8)
+        assert prefetch.schedule(owner="b") == 1  # another session's cheap job, queued behind the costly one
+    ended = time.monotonic()
+    assert prefetch.wait_idle(10)
+    assert built_at["heads"] - ended >= 0.6  # only after the longer pause
+    assert built_at["query"] - ended < 0.5 and built_at["other"] - ended < 0.5  # not held up behind it
+    assert built_at["query"] < built_at["heads"] and built_at["other"] < built_at["heads"]
+
+
 @pytest.mark.slow
 def test_the_next_query_is_a_store_hit_in_the_query_inspector(monkeypatch):
     at = _opened_with_one_neighbour(

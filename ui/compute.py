@@ -248,13 +248,13 @@ def with_head(trace, head: int):
     return trace if head == trace.head else replace(trace, head=head)
 
 
-def figures(trace, request: TraceRequest, view: str, *, ahead: bool = False, **options) -> dict:
+def figures(trace, request: TraceRequest, view: str, *, ahead: bool | float = False, **options) -> dict:
     """``viz.views.figures_for_trace`` once per numbers, head, view and options, shared by every session
     (a class opening the same link, a teacher going back to a head): treat the figures as read-only.
     The derivation's are kept by a digest of what they are built from (``viz.views.derivation_key``): a step
     whose numbers a change left alone (Q after a new mask) is the figure shown before, not rebuilt.
     ``ahead``: a view not shown; queued for the background builder (``ui.prefetch``; a callable ``precomputed`` is
-    called there), {} now."""
+    called there; a number: the pause in seconds it waits for), {} now."""
     from viz.views import derivation_key, figures_for_trace
 
     def job(head: int, **changed):  # the store key and builder at ``head`` (ui.prefetch builds the neighbours)
@@ -267,7 +267,7 @@ def figures(trace, request: TraceRequest, view: str, *, ahead: bool = False, **o
 
     key, build = job(trace.head)
     if ahead:
-        prefetch.note_ahead(store(), key, build, _figures_bytes)
+        prefetch.note_ahead(store(), key, build, _figures_bytes, quiet=None if ahead is True else float(ahead))
         return {}
     if "precomputed" not in options:  # precomputed arrays belong to this head only
         prefetch.note(store(), job, _figures_bytes, trace.head, trace.core.num_heads)

@@ -4,10 +4,11 @@ A head change reruns only the view (a fragment) and recomputes no numbers, but t
 not seen before still have to be built: plotly's Python objects cost tens of milliseconds each, a
 few hundred for a view, on the click's path. After a view is drawn, ``schedule`` queues the same
 figure calls for the heads next to the one shown (h+1, h-1, h+2, h-2), then the main figure of the views one
-switch away (``note_ahead``: Query inspector, Core vs model, for the head shown); one daemon thread builds them
-into the shared ``Store`` (the same keys, so a later click is a cache hit) and pauses whenever any
-script run of the server is in progress (``running``) or ended less than ``QUIET_S`` ago (its messages
-are still on their way), so it only uses time nobody is waiting on.
+switch away (``note_ahead``: Query inspector, Core vs model, for the head shown; Heads & layers, which costs
+more, only after a longer pause, ``PAUSE_S``); one daemon thread builds them into the shared ``Store`` (the same
+keys, so a later click is a cache hit) and pauses whenever any script run of the server is in progress
+(``running``) or ended less than ``QUIET_S`` ago (its messages are still on their way), so it only uses time
+nobody is waiting on.
 
 Two rules keep it from costing memory for nothing: a session's new schedule replaces the jobs it queued
 before (they were for a page that has moved on, and each held on to that page's trace), and nothing is
@@ -36,6 +37,11 @@ IDLE_POLL_S = 0.05
 # Where the server and a browser share the machine (a laptop, the benchmarks), a builder that started at once
 # took the cores that drawing needed. It now waits until no run has ended for this long.
 QUIET_S = float(os.environ.get("ATTENTION_LENS_PREFETCH_QUIET_S", "0.4"))
+# A view built ahead that costs a few hundred milliseconds (Heads & layers: a grid of every head) waits for a
+# longer pause: it is one view switch away, the neighbouring heads one key press. Started 0.4 s after a run,
+# it was still running when the next head change came (GIL and cores shared): in an alternating A/B the head
+# change at 64 tokens was 0.27-0.34 s with it and 0.22-0.26 s without (benchmarks/REPORT.md, ninth session).
+PAUSE_S = float(os.environ.get("ATTENTION_LENS_PREFETCH_PAUSE_S", "1.5"))
 
 # job(head) -> (key, build): the store key and the builder of one figure call at that head
 Job = Callable[[int], tuple[Hashable, Callable[[], Any]]]
@@ -73,14 +79,17 @@ def note(store, job: Job, size: Callable[[Any], int], head: int, num_heads: int)
     calls.append((store, job, size, head, num_heads))
 
 
-def note_ahead(store, key: Hashable, build: Callable[[], Any], size: Callable[[Any], int]) -> None:
-    """Remember a figure call of a view that is not shown (built after the neighbouring heads' calls)."""
+def note_ahead(
+    store, key: Hashable, build: Callable[[], Any], size: Callable[[Any], int], *, quiet: float | None = None
+) -> None:
+    """Remember a figure call of a view that is not shown (built after the neighbouring heads' calls), once no
+    run has ended for ``quiet`` seconds (default ``QUIET_S``; ``PAUSE_S`` for a costly view)."""
     if NEIGHBOURS <= 0:
         return
     ahead = getattr(_noted, "ahead", None)
     if ahead is None:
         ahead = _noted.ahead = []
-    ahead.append((store, key, build, size))
+    ahead.append((store, key, build, size, QUIET_S if quiet is None else quiet))
 
 
 def neighbours(head: int, num_heads: int, count: int | None = None) -> list[int]:
@@ -106,8 +115,9 @@ def schedule(owner: Hashable = None) -> int:
         for other in neighbours(head, num_heads):
             key, build = job(other)
             if store.peek(key) is None:
-                jobs.append((owner, store, key, build, size))
-    jobs += [(owner, store, key, build, size) for store, key, build, size in ahead if store.peek(key) is None]
+                jobs.append((owner, store, key, build, size, QUIET_S))
+    ahead = sorted(ahead, key=lambda call: call[4])  # stable: the cheap views first, the costly ones last
+    jobs += [(owner, *call) for call in ahead if call[0].peek(call[1]) is None]
     global _worker
     with _lock:
         if owner is not None:
@@ -121,21 +131,33 @@ def schedule(owner: Hashable = None) -> int:
     return len(jobs)
 
 
-def _idle() -> bool:
-    """No script run in progress, and none ended in the last ``QUIET_S`` seconds."""
+def _next_job():
+    """The first queued job whose quiet time has passed with no run in progress (a costly view waiting for a
+    longer pause does not hold up the cheap jobs queued after it); None while none may start; ``()`` when the
+    queue is empty."""
     with _lock:
-        return _active == 0 and time.monotonic() - _last_end >= QUIET_S
+        if not _queue:
+            return ()
+        if _active:
+            return None
+        quiet_for = time.monotonic() - _last_end
+        for index, job in enumerate(_queue):
+            if quiet_for >= job[5]:
+                del _queue[index]
+                return job
+    return None
 
 
 def _work() -> None:
     global built
     while True:
-        while not _idle():
+        job = _next_job()
+        if job == ():
+            return
+        if job is None:
             time.sleep(IDLE_POLL_S)
-        with _lock:
-            if not _queue:
-                return
-            _, store, key, build, size = _queue.popleft()
+            continue
+        _, store, key, build, size, _ = job
         if store.peek(key) is not None or store.over_budget:
             continue
         try:

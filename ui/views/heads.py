@@ -9,7 +9,7 @@ from viz.labels import plain_labels
 from viz.stats import SHORT_NAMES
 from viz.views import heads_source
 
-from .. import compute, display
+from .. import compute, display, prefetch
 from ..chart import draw
 from ..settings import STATISTICS, Settings
 from .common import figure, lazy_matrices
@@ -51,12 +51,13 @@ def _lines_options(trace: ModelTrace, settings: Settings) -> dict:
 
 def ahead(trace: ModelTrace, settings: Settings) -> None:
     """Queue this view's figures (the grid, the flip chart, the overview and the attention lines, whose drawers
-    start open) for the background builder; the overviews are made there too, the first time."""
-    request = settings.request()
+    start open) for the background builder, once the server has paused for ``prefetch.PAUSE_S`` (a few hundred
+    milliseconds of building that would slow the next head change); the overviews are made there too."""
+    request, pause = settings.request(), prefetch.PAUSE_S
     compute.figures(
-        trace, request, "heads", ahead=True, precomputed=lambda: _overviews(trace, request), **_options(settings)
+        trace, request, "heads", ahead=pause, precomputed=lambda: _overviews(trace, request), **_options(settings)
     )
-    compute.figures(trace, request, "lines", ahead=True, **_lines_options(trace, settings))
+    compute.figures(trace, request, "lines", ahead=pause, **_lines_options(trace, settings))
 
 
 def render(trace: ModelTrace, settings: Settings) -> None:
