@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from ui import plotly_spec
+
 
 @dataclass(frozen=True)
 class Chart:
     id: str  # the element id; it ends with the chart's key
-    spec: str  # plotly's JSON of the figure, as sent to the browser
+    spec: str  # plotly's JSON of the figure the browser draws (ui.plotly_spec.unpack of what is sent)
 
     @property
     def figure(self) -> dict:
@@ -23,7 +25,7 @@ class Chart:
 def charts(at) -> list[Chart]:
     """Every chart on the page: the lens charts first (in page order), then st.plotly_chart's."""
     drawn = [
-        Chart(element.proto.id, element.proto.bytes.decode("utf-8"))
+        Chart(element.proto.id, json.dumps(plotly_spec.unpack(element.proto.bytes)))
         for element in at.get("bidi_component")
         if element.proto.component_name == "attention_lens_chart" and element.proto.bytes  # not ui.chart.preload
     ]

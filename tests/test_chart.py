@@ -1,6 +1,6 @@
-"""ui/chart.py: the views' chart component sends plotly's own JSON, keeps one plot per key across reruns,
-draws a new figure once and an unchanged one not at all, loads plotly.js from the app's own server, and
-says so in the page when plotly.js cannot be had."""
+"""ui/chart.py: the views' chart component sends plotly's own JSON (its arrays as raw bytes), keeps one plot per
+key across reruns, draws a new figure once and an unchanged one not at all, loads plotly.js from the app's own
+server, and says so in the page when plotly.js cannot be had."""
 
 from __future__ import annotations
 
@@ -71,7 +71,9 @@ def test_the_page_gets_plotly_s_json_and_a_kept_figure_is_not_encoded_again(monk
     at = AppTest.from_function(_page).run()
     assert not at.exception
     sent = {c.id.split("-")[-1]: c.spec.encode("utf-8") for c in charts(at)}
-    assert sent["fig_kept"] == plotly_own(at.session_state["fig"])
+    assert json.loads(sent["fig_kept"]) == json.loads(plotly_own(at.session_state["fig"]))  # unpacked: plotly's own
+    packed = [c for c in at.get("bidi_component") if c.proto.id.endswith("fig_kept")][0].proto.bytes
+    assert packed[:4] == b"LNS1" and b'"bdata":""' in packed  # its arrays as raw bytes, not base64
     for key, seed in (("fig_other", 4), ("fig_dict", 5)):  # (the page's default template may differ from here)
         assert json.loads(sent[key])["data"] == json.loads(plotly_own(small_figure(seed)))["data"], key
 

@@ -1,6 +1,11 @@
-"""ui/plotly_spec.py: a shared figure's JSON is made once and is byte for byte what plotly makes for it."""
+"""ui/plotly_spec.py: a shared figure's JSON is made once and is byte for byte what plotly makes for it; what is
+sent (its arrays as raw bytes after the JSON) unpacks to exactly plotly's own figure."""
 
 from __future__ import annotations
+
+import base64
+import json
+import struct
 
 import numpy as np
 import plotly.graph_objects as go
@@ -32,7 +37,8 @@ def test_every_figure_of_every_view_keeps_plotly_s_own_json():
         for name, fig in plotly_spec.prepare(figures_for_trace(trace, view)).items():
             kept = plotly_spec.spec_bytes(fig)
             assert kept is plotly_spec.spec_bytes(fig), name  # made once, kept on the figure
-            assert kept == plotly_own(fig), (view, name)
+            assert plotly_spec.unpack(kept) == json.loads(plotly_own(fig)), (view, name)
+            assert plotly_spec.spec_json(fig).encode("utf-8") == plotly_own(fig), (view, name)
             assert plotly_spec.json_bytes(fig) == len(kept)
             count += 1
     assert count > 10
@@ -44,7 +50,7 @@ def test_nothing_is_kept_before_a_figure_is_shown_or_prepared():
     assert plotly_spec.spec_json(fig) == plotly_own(fig).decode("utf-8")
     assert plotly_spec.json_bytes(fig) == 0  # spec_json alone keeps nothing
     plotly_spec.prepare({"weights": fig})
-    assert plotly_spec.json_bytes(fig) == len(plotly_own(fig))
+    assert plotly_spec.json_bytes(fig) == len(plotly_spec.pack(json.loads(plotly_own(fig))))
 
 
 def test_making_the_json_leaves_the_figure_as_it_was():
@@ -67,3 +73,32 @@ def test_long_and_animated_figures_keep_plotly_s_own_json():
     )
     for fig in (long, frames):
         assert plotly_spec.spec_json(fig) == plotly_own(fig).decode("utf-8")
+
+
+def test_packed_arrays_are_raw_bytes_at_aligned_offsets_and_the_digest_follows_the_numbers():
+    fig = small_figure()
+    packed = plotly_spec.pack(json.loads(plotly_own(fig)))
+    assert packed[:4] == b"LNS1"
+    (length,) = struct.unpack_from("<I", packed, 4)
+    meta = json.loads(packed[8 : 8 + length])
+    start, size = meta["figure"]
+    assert start == 8 + length
+    figure = json.loads(packed[start : start + size])
+    z = fig.data[0].z
+    assert figure["data"][0]["z"]["bdata"] == ""  # no base64 left in the JSON
+    paths = {tuple(path): (offset, size) for path, offset, size in meta["buffers"]}
+    offset, count = paths[("data", 0, "z")]
+    assert offset % 8 == 0 and offset >= start + size  # after the JSON, aligned for any typed array
+    assert np.array_equal(np.frombuffer(packed[offset : offset + count], dtype=z.dtype).reshape(z.shape), z)
+    own = json.loads(plotly_own(fig))["data"][0]["z"]["bdata"]
+    assert base64.b64decode(own) == packed[offset : offset + count]
+    # the digest changes with any number, and only then
+    assert plotly_spec.pack(json.loads(plotly_own(small_figure()))) == packed
+    other = small_figure(seed=1)
+    other_meta = plotly_spec.pack(json.loads(plotly_own(other)))
+    assert json.loads(other_meta[8 : 8 + struct.unpack_from("<I", other_meta, 4)[0]])["digest"] != meta["digest"]
+
+
+def test_plain_json_unpacks_as_it_is():
+    text = plotly_own(small_figure())
+    assert plotly_spec.unpack(text) == json.loads(text)

@@ -7,7 +7,8 @@ so a head change replaced every chart of the view by a new one (a new plot, draw
 key and draws each new figure into it with ``Plotly.react``, once; a rerun that sends the same figure
 draws nothing. Measured in headless Chromium (benchmarks/REPORT.md section 7, "sixth").
 
-What it draws is exactly plotly's JSON for the figure (``ui.plotly_spec.spec_bytes``, sent as bytes).
+What it draws is exactly plotly's JSON for the figure, its arrays sent as raw bytes after it
+(``ui.plotly_spec.spec_bytes`` and ``pack``).
 plotly.js is served by this app's own server (``ui.plotly_js``: the committed cartesian bundle in static/,
 which the browser keeps, else the plotly package's full one): no CDN, works offline and in Docker.
 
@@ -76,7 +77,7 @@ _clickable = st.components.v2.component(
 
 
 def figure_bytes(fig) -> bytes:
-    """What is sent for ``fig``: a plain plotly Figure's kept JSON (made once), else plotly's JSON of it."""
+    """What is sent for ``fig``: a plain plotly Figure's packed spec (made once), else plotly's JSON of it."""
     if type(fig) is go.Figure:
         return spec_bytes(fig)
     if isinstance(fig, go.Figure):  # a subclass may change after it is built: encoded each time

@@ -5,9 +5,11 @@
 // its <div> for as long as its key stays on the page and draws each new figure into it with
 // Plotly.react, once. An unchanged figure (a rerun that sent the same bytes) draws nothing.
 //
-// What arrives from Python (`data`): the figure's JSON as UTF-8 bytes, exactly plotly.py's
-// to_json(fig.to_dict(), validate=False). plotly.js is served by this app's own server (no CDN): the
-// cartesian bundle in static/, else the full one of the plotly package (ui/plotly_js.py).
+// What arrives from Python (`data`): the figure packed by ui/plotly_spec.py `pack`: plotly.py's own JSON
+// for it (to_json(fig.to_dict(), validate=False)) with each typed array's bytes after the JSON instead of
+// base64 inside it, and a digest of the whole; or plain JSON text or bytes (a figure made on the fly).
+// plotly.js is served by this app's own server (no CDN): the cartesian bundle in static/, else the full one
+// of the plotly package (ui/plotly_js.py).
 
 // This module is imported once per page by the small loader that ui/chart.py registers (loader.js),
 // which hands over the settings: where plotly.js may be fetched from, best first, and the modebar's
@@ -55,10 +57,40 @@ function plotly(settings, base, types) {
   });
 }
 
-function asText(data) {
-  if (typeof data === "string") return data;
-  if (data instanceof ArrayBuffer || ArrayBuffer.isView(data)) return decoder.decode(data);
-  return "";
+function bytesOf(data) {
+  if (data instanceof ArrayBuffer) return new Uint8Array(data);
+  if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  return null;
+}
+
+const MAGIC = [0x4c, 0x4e, 0x53, 0x31]; // "LNS1": a packed figure (ui/plotly_spec.py)
+
+// What arrived, as {key, read}: `key` says whether it is the figure already drawn (a packed figure's digest,
+// else the JSON text itself); `read()` gives the figure. null when nothing came (the preload chart).
+function received(data) {
+  if (typeof data === "string") return data ? { key: data, read: () => JSON.parse(data) } : null;
+  const bytes = bytesOf(data);
+  if (!bytes || !bytes.length) return null;
+  if (bytes.length < 8 || MAGIC.some((b, i) => bytes[i] !== b)) {
+    const text = decoder.decode(bytes);
+    return { key: text, read: () => JSON.parse(text) };
+  }
+  const length = new DataView(bytes.buffer, bytes.byteOffset + 4, 4).getUint32(0, true);
+  const meta = JSON.parse(decoder.decode(bytes.subarray(8, 8 + length)));
+  return { key: "packed:" + meta.digest, read: () => unpack(bytes, meta) };
+}
+
+function unpack(bytes, meta) {
+  // plotly.js reads a typed array spec's bdata as an ArrayBuffer as well as base64: each buffer goes back
+  // where its path says, as its own ArrayBuffer (a copy, so that every typed array view starts aligned).
+  const [start, size] = meta.figure;
+  const figure = JSON.parse(decoder.decode(bytes.subarray(start, start + size)));
+  for (const [path, offset, length] of meta.buffers) {
+    let spec = figure;
+    for (const step of path) spec = spec[step];
+    spec.bdata = bytes.buffer.slice(bytes.byteOffset + offset, bytes.byteOffset + offset + length);
+  }
+  return figure;
 }
 
 function say(div, message) {
@@ -108,11 +140,11 @@ function listenForClicks(div) {
   if (!listening) div.on("plotly_click", div.__lensOnClick);
 }
 
-function parse(div, text) {
+function parse(div, arrived) {
   // The figure, with the page's room for it kept from now on (also while it waits to be drawn).
   let figure;
   try {
-    figure = JSON.parse(text);
+    figure = arrived.read();
   } catch (err) {
     say(div, "This chart could not be read: " + err.message);
     return null;
@@ -190,8 +222,14 @@ export function render(component, settings, base) {
     div.addEventListener("fullscreenchange", () => onFullScreen(div));
   }
   div.__lensComponent = component; // the latest: a click reports through it
-  const text = asText(data);
-  if (!text) {
+  let arrived = null;
+  try {
+    arrived = received(data);
+  } catch (err) {
+    say(div, "This chart could not be read: " + err.message);
+    return undefined;
+  }
+  if (!arrived) {
     // The page's first element (ui.chart.preload): nothing to draw, but plotly.js starts loading now, while
     // the server is still computing, instead of when the first figure arrives.
     const box = parentElement.closest('[data-testid="stElementContainer"]');
@@ -199,10 +237,10 @@ export function render(component, settings, base) {
     plotly(settings, base, []).catch(() => {}); // a failure is said by the first chart that needs it
     return undefined;
   }
-  if (div.__lensText !== text) {
-    div.__lensText = text;
+  if (div.__lensKey !== arrived.key) {
+    div.__lensKey = arrived.key;
     div.__lensToken = (div.__lensToken || 0) + 1;
-    const figure = parse(div, text);
+    const figure = parse(div, arrived);
     div.__lensPending = figure && { figure, token: div.__lensToken, settings, base };
     if (div.__lensInView) flush(div);
     else {
