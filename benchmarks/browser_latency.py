@@ -29,9 +29,17 @@ WATCH = """() => {
     const g = find();
     if (!g) return '';
     const z = g.data[0].z;
-    if (z && typeof z.bdata === 'string') {  // plotly's base64 typed array, as the app sends float32
+    if (z && typeof z.bdata === 'string') {  // plotly's base64 typed array (the app sent float32 this way before)
       const s = z.bdata, parts = [s.length];
       for (let a = 0; a < 64; a++) parts.push(s.substr(Math.floor(a * s.length / 64), 16));
+      return parts.join('|');
+    }
+    if (z && z.bdata instanceof ArrayBuffer) {  // a typed array whose bytes the app sent raw (ui/plotly_spec.py)
+      const bytes = new Uint8Array(z.bdata), parts = [bytes.length];
+      for (let a = 0; a < 64; a++) {
+        const at = Math.floor(a * bytes.length / 64);
+        parts.push(Array.from(bytes.subarray(at, at + 16)).join('.'));
+      }
       return parts.join('|');
     }
     const rows = z.length, parts = [rows];
