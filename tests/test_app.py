@@ -223,6 +223,10 @@ def test_compare_view_reports_match(app):
     app.segmented_control(key="view").set_value("compare")
     ok(app.run())
     assert any("reproduces the model" in s.value for s in app.success)
+    # every layer's two checks, as a plain table (a static HTML table: a view switch no longer starts a data grid)
+    table = app.table[0].value
+    assert list(table["layer"]) == list(range(6))  # MiniLM's six layers
+    assert all(float(value) < 1e-5 for column in ("(a) weights", "(b) weights") for value in table[column])
 
 
 def test_empty_text_gives_a_message(app):

@@ -78,4 +78,6 @@ def render(trace: ModelTrace, settings: Settings) -> None:
                 "(b) output": f"{h_row.output:.1e}" if h_row else "n/a",
             }
         )
-    st.dataframe(rows, hide_index=True, width="content")
+    # a plain HTML table, not st.dataframe: the data grid's start cost a switch to this view about 0.4 s in the
+    # browser (alternating A/B, benchmarks/REPORT.md "ninth"), and a table prints and copies as text
+    st.table(rows, hide_index=True, width="content")
