@@ -148,6 +148,19 @@ def test_the_views_one_switch_away_are_built_ahead(monkeypatch):
     assert [fig for fig in at.get("bidi_component")]  # the views drew their charts
 
 
+def test_attention_lines_are_not_built_ahead_once_their_drawer_is_closed(monkeypatch):
+    at = _opened_with_one_neighbour(monkeypatch, text="Closed drawers send nothing and build nothing ahead.")
+    lines = [key for key in compute.store()._entries if key[0] == "figures" and key[3] == "lines"]
+    assert lines  # the drawer starts open: built ahead
+    compute.store().clear()
+    at.session_state["open_lines"] = False  # a person closed it (as a click on its header does)
+    at.run()
+    assert not at.exception and not at.error
+    assert prefetch.wait_idle(60)
+    views = {key[3] for key in compute.store()._entries if key[0] == "figures"}
+    assert "heads" in views and "lines" not in views, views
+
+
 def test_note_ahead_is_queued_after_the_neighbours(monkeypatch):
     monkeypatch.setattr(prefetch, "NEIGHBOURS", 1)
     prefetch._noted.calls, prefetch._noted.ahead = [], []

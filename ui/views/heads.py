@@ -49,6 +49,9 @@ def _lines_options(trace: ModelTrace, settings: Settings) -> dict:
     return dict(head=trace.head, theme=settings.theme)
 
 
+LINES_KEY = "open_lines"  # the attention lines' drawer (open: True)
+
+
 def ahead(trace: ModelTrace, settings: Settings) -> None:
     """Queue this view's figures (the grid, the flip chart, the overview and the attention lines, whose drawers
     start open) for the background builder, once the server has paused for ``prefetch.PAUSE_S`` (a few hundred
@@ -57,7 +60,8 @@ def ahead(trace: ModelTrace, settings: Settings) -> None:
     compute.figures(
         trace, request, "heads", ahead=pause, precomputed=lambda: _overviews(trace, request), **_options(settings)
     )
-    compute.figures(trace, request, "lines", ahead=pause, **_lines_options(trace, settings))
+    if st.session_state.get(LINES_KEY, True):  # the lines' drawer starts open; once closed, they are not built
+        compute.figures(trace, request, "lines", ahead=pause, **_lines_options(trace, settings))
 
 
 def render(trace: ModelTrace, settings: Settings) -> None:
@@ -90,7 +94,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     lines = st.expander(
         "Attention lines, every head (bertviz-style): flip with the slider under the chart",
         expanded=True,
-        key="open_lines",
+        key=LINES_KEY,
         on_change="rerun",
     )
     if lines.open:
