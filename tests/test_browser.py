@@ -153,6 +153,32 @@ def test_heads_flip_in_the_browser_without_a_server_run(browser, url):
     page.close()
 
 
+PLOTLY_SPY = """() => { window.__reacts = []; const real = window.Plotly.react;
+  window.Plotly.react = function (div, ...rest) { window.__reacts.push(div.isConnected); return real.call(this, div, ...rest); }; }"""
+STATUS_GONE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
+
+
+def test_a_view_switched_away_draws_nothing_off_the_page(browser, url):
+    """Heads & layers' charts below the screen wait for a pause before they are drawn. A switch to another view
+    before then drops them; it does not draw them into <div>s that are no longer on the page while the next view
+    opens (ui/components/lens_chart/chart.js; that cost a switch to the Query inspector about 0.4 s)."""
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    page.goto(url)
+    wait_idle(page)
+    page.evaluate(PLOTLY_SPY)
+    page.get_by_text("Heads & layers", exact=True).first.click()
+    page.wait_for_function("() => window.__reacts.length > 0", timeout=60000)  # the grid, in view, is drawn
+    page.wait_for_function(STATUS_GONE, timeout=60000)
+    page.get_by_text("Query inspector", exact=True).first.click()  # well within the pause
+    page.wait_for_selector("[data-testid='stSelectbox'] >> text=Query token", timeout=60000)
+    page.wait_for_function(STATUS_GONE, timeout=60000)
+    page.wait_for_timeout(2500)  # past the pause of the charts that left
+    drawn = page.evaluate("() => window.__reacts")
+    assert len(drawn) >= 2 and all(drawn), drawn  # both views' charts in view drawn; nothing off the page
+    no_errors(page)
+    page.close()
+
+
 STATISTIC_STATE = """() => { const g = [...document.querySelectorAll('.js-plotly-plot')]
     .find(el => el.layout && el.layout.updatemenus && el.data.some(t => t.name === 'overview_entropy'));
   if (!g) return null;

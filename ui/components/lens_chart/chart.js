@@ -192,7 +192,10 @@ function whenIdle(div, delay) {
 
 function flush(div) {
   const pending = div.__lensPending;
-  if (!pending) return;
+  // Not on the page (its view was switched away while it waited): nothing to draw. Drawing into a detached
+  // <div> cost the next view's click its time (three of Heads & layers' charts, drawn while the Query inspector
+  // was opening). Kept pending: the watcher draws it should the same <div> come back.
+  if (!pending || !div.isConnected) return;
   div.__lensPending = null;
   draw(div, pending.figure, pending.token, pending.settings, pending.base);
 }
@@ -255,7 +258,12 @@ export function render(component, settings, base) {
     watch(div);
   }
   return () => {
-    // Streamlit keeps only the latest cleanup and calls it once, when the chart leaves the page.
+    // Streamlit keeps only the latest cleanup and calls it once, when the chart leaves the page: what waited
+    // to be drawn is dropped with it, and a draw already on its way finds a newer token and stops.
+    clearTimeout(div.__lensTimer);
+    div.__lensPending = null;
+    div.__lensToken = (div.__lensToken || 0) + 1;
+    div.__lensKey = undefined; // should the same <div> be handed a figure again, it is drawn
     if (watcher) watcher.unobserve(div);
     if (window.Plotly) window.Plotly.purge(div);
   };
