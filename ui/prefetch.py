@@ -131,29 +131,27 @@ def schedule(owner: Hashable = None) -> int:
     return len(jobs)
 
 
-def _next_job():
-    """The first queued job whose quiet time has passed with no run in progress (a costly view waiting for a
-    longer pause does not hold up the cheap jobs queued after it); None while none may start; ``()`` when the
-    queue is empty."""
-    with _lock:
-        if not _queue:
-            return ()
-        if _active:
-            return None
-        quiet_for = time.monotonic() - _last_end
-        for index, job in enumerate(_queue):
-            if quiet_for >= job[5]:
-                del _queue[index]
-                return job
+def _take_ready():
+    """Remove and return the first queued job whose quiet time has passed with no run in progress (a costly view
+    waiting for a longer pause does not hold up the cheap jobs queued after it); None while none may start.
+    The caller holds ``_lock``."""
+    if _active:
+        return None
+    quiet_for = time.monotonic() - _last_end
+    for index, job in enumerate(_queue):
+        if quiet_for >= job[5]:
+            del _queue[index]
+            return job
     return None
 
 
 def _work() -> None:
     global built
     while True:
-        job = _next_job()
-        if job == ():
-            return
+        with _lock:
+            if not _queue:
+                return
+            job = _take_ready()
         if job is None:
             time.sleep(IDLE_POLL_S)
             continue
