@@ -7,6 +7,11 @@ from dataclasses import dataclass
 
 from ui import plotly_spec
 
+LENS_CHARTS = (
+    "attention_lens_chart",
+    "attention_lens_chart_click",
+)  # ui/chart.py: the chart, and the one that reports clicks
+
 
 @dataclass(frozen=True)
 class Chart:
@@ -27,7 +32,7 @@ def charts(at) -> list[Chart]:
     drawn = [
         Chart(element.proto.id, json.dumps(plotly_spec.unpack(element.proto.bytes)))
         for element in at.get("bidi_component")
-        if element.proto.component_name == "attention_lens_chart" and element.proto.bytes  # not ui.chart.preload
+        if element.proto.component_name.endswith(LENS_CHARTS) and element.proto.bytes  # not ui.chart.preload
     ]
     return drawn + [Chart(element.proto.id, element.proto.spec) for element in at.get("plotly_chart")]
 

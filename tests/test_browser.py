@@ -179,6 +179,56 @@ def test_a_view_switched_away_draws_nothing_off_the_page(browser, url):
     page.close()
 
 
+DRAW_SPY = """() => { window.__draws = []; for (const name of ['react', 'newPlot', 'update']) {
+  const real = window.Plotly[name];
+  window.Plotly[name] = function (div, ...rest) {
+    const box = div.closest && div.closest('[class*="st-key-"]');
+    window.__draws.push([name, box ? [...box.classList].find(c => c.startsWith('st-key-')) : '']);
+    return real.call(this, div, ...rest); }; } }"""
+HEAD_MARKS = """() => { const at = key => document.querySelector('.st-key-' + key + ' .lens-chart');
+  const grid = at('fig_head_grid'), flip = at('fig_head_flip'), overview = at('fig_overview');
+  if (!grid || !grid.layout || !flip || !flip.layout || !overview || !overview.layout) return null;
+  return {bold: grid.layout.annotations.filter(a => a.text.startsWith('<b>')).map(a => a.text),
+          flip: flip.data.filter(t => t.visible === true && t.name.startsWith('head ')).map(t => t.name),
+          slider: flip.layout.sliders[0].active, title: flip.layout.title.text,
+          cell: (overview.layout.shapes || []).map(s => [s.x0, s.y0])}; }"""
+
+
+def test_a_head_change_on_heads_and_layers_redraws_only_the_marks(browser, url):
+    """Heads & layers keeps one figure for every head: a head change sends only the new head's mark, and the page
+    applies it with Plotly.update to the charts already drawn (a bold panel title, the flip chart's head, the
+    overview's outlined cell), with no new Plotly.react of any of them (ui/components/lens_chart/chart.js)."""
+    page, _ = heads_page(browser, url)
+    page.evaluate(DRAW_ALL)
+    page.wait_for_function(ALL_DRAWN, timeout=60000)
+    assert page.evaluate(HEAD_MARKS) == {
+        "bold": ["<b>head 0</b>"],
+        "flip": ["head 0"],
+        "slider": 0,
+        "title": page.evaluate(HEAD_MARKS)["title"],
+        "cell": [[-0.5, -0.5]],
+    }
+    page.evaluate(DRAW_SPY)
+    head = page.get_by_label("Head", exact=True)
+    head = [head.nth(i) for i in range(head.count()) if head.nth(i).is_visible()][0]
+    thumb = head.locator('[role="slider"], input[type="range"]').first
+    thumb.focus()
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("() => ((" + HEAD_MARKS + ")() || {}).slider === 2", timeout=60000)
+    wait_idle(page)
+    marks = page.evaluate(HEAD_MARKS)
+    assert marks["bold"] == ["<b>head 2</b>"] and marks["flip"] == ["head 2"] and marks["cell"] == [[1.5, -0.5]]
+    assert "head 2" in marks["title"]
+    draws = page.evaluate("() => window.__draws")
+    marked = [
+        key for name, key in draws if key in ("st-key-fig_head_grid", "st-key-fig_head_flip", "st-key-fig_overview")
+    ]
+    assert marked and all(name == "update" for name, key in draws if key in marked), draws
+    no_errors(page)
+    page.close()
+
+
 STATISTIC_STATE = """() => { const g = [...document.querySelectorAll('.js-plotly-plot')]
     .find(el => el.layout && el.layout.updatemenus && el.data.some(t => t.name === 'overview_entropy'));
   if (!g) return null;

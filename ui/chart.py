@@ -27,7 +27,7 @@ import streamlit as st
 import streamlit.components.v1 as components
 
 from . import plotly_js
-from .plotly_spec import spec_bytes
+from .plotly_spec import spec_bytes, with_update
 
 PLOT_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
 FOLDER = Path(__file__).resolve().parent / "components" / "lens_chart"
@@ -76,25 +76,34 @@ _clickable = st.components.v2.component(
 )
 
 
-def figure_bytes(fig) -> bytes:
-    """What is sent for ``fig``: a plain plotly Figure's packed spec (made once), else plotly's JSON of it."""
+def figure_bytes(fig, update=None) -> bytes:
+    """What is sent for ``fig``: a plain plotly Figure's packed spec (made once), else plotly's JSON of it.
+    ``update`` (``viz.selection``: the chosen head's mark) follows a packed spec as is (the browser applies it),
+    else is applied here."""
     if type(fig) is go.Figure:
-        return spec_bytes(fig)
+        return with_update(spec_bytes(fig), update)
+    if update is not None:
+        from viz.selection import marked
+
+        fig = marked(go.Figure(fig), update)
     if isinstance(fig, go.Figure):  # a subclass may change after it is built: encoded each time
         return pio.to_json(fig.to_dict(), validate=False).encode("utf-8")
     return pio.to_json(fig, validate=False).encode("utf-8")  # a figure dict
 
 
-def draw(fig, key: str, *, on_click: Callable[[dict], None] | None = None) -> None:
+def draw(fig, key: str, *, update=None, on_click: Callable[[dict], None] | None = None) -> None:
     """Draw ``fig`` in the chart that has this key (the same chart across reruns while the key stays).
 
+    ``update``: a ``viz.selection`` update (restyle, relayout) applied on top of ``fig`` (a figure kept for every
+    head, marked with the chosen one): the browser redraws only the mark when only the update changed.
     ``on_click(point)``: a click on a data point calls it, before the rerun that follows, with
     ``{"x", "y", "trace"}`` (the trace's name); like a widget's ``on_change``, so it may set other
     widgets' values. A click on a chart without it changes nothing."""
+    data = figure_bytes(fig, update)
     if on_click is None:
-        _component(key=key, data=figure_bytes(fig))
+        _component(key=key, data=data)
         return
-    _clickable(key=key, data=figure_bytes(fig), on_click_change=lambda: _clicked(key, on_click))
+    _clickable(key=key, data=data, on_click_change=lambda: _clicked(key, on_click))
 
 
 def clicked_point(value) -> dict | None:

@@ -248,33 +248,59 @@ def with_head(trace, head: int):
     return trace if head == trace.head else replace(trace, head=head)
 
 
-def figures(trace, request: TraceRequest, view: str, *, ahead: bool | float = False, **options) -> dict:
+def figures(
+    trace, request: TraceRequest, view: str, *, ahead: bool | float = False, every_head: bool | None = None, **options
+) -> dict:
     """``viz.views.figures_for_trace`` once per numbers, head, view and options, shared by every session
     (a class opening the same link, a teacher going back to a head): treat the figures as read-only.
     The derivation's are kept by a digest of what they are built from (``viz.views.derivation_key``): a step
     whose numbers a change left alone (Q after a new mask) is the figure shown before, not rebuilt.
     ``ahead``: a view not shown; queued for the background builder (``ui.prefetch``; a callable ``precomputed`` is
-    called there; a number: the pause in seconds it waits for), {} now."""
-    from viz.views import derivation_key, figures_for_trace
+    called there; a number: the pause in seconds it waits for), {} now.
+
+    ``every_head`` (default: for ``viz.views.MARKED_VIEWS``, Heads & layers and the attention lines): the figures
+    built for head 0 and kept for every head, which ``marked_figures`` marks with the chosen head. Heads & layers
+    shows the model's own weights when it has them: those figures are kept per capture and layer
+    (``_summary_key``), so the core's scaling, mask or encoding leave them as they were."""
+    from viz.views import MARKED_VIEWS, derivation_key, figures_for_trace
+
+    every_head = view in MARKED_VIEWS if every_head is None else every_head
 
     def job(head: int, **changed):  # the store key and builder at ``head`` (ui.prefetch builds the neighbours)
-        at = with_head(trace, head)
+        at = with_head(trace, 0 if every_head else head)
         opts = {**options, **changed, **({"head": at.head} if "head" in options else {})}
         shown = {name: value for name, value in opts.items() if name != "precomputed"}
-        made_of = derivation_key(at, **shown) if view == "derivation" else numbers_key(request)
-        key = ("figures", made_of, at.head, view, tuple(sorted(shown.items())))
+        if view == "derivation":
+            made_of = derivation_key(at, **shown)
+        elif every_head and view == "heads":
+            made_of = (_summary_key(trace, request), trace.layer)
+        else:
+            made_of = numbers_key(request)
+        key = ("figures", made_of, None if every_head else at.head, view, tuple(sorted(shown.items())))
         return key, lambda: plotly_spec.prepare(figures_for_trace(at, view, **_resolved(opts)))  # with the JSON
 
     key, build = job(trace.head)
     if ahead:
         prefetch.note_ahead(store(), key, build, _figures_bytes, quiet=None if ahead is True else float(ahead))
         return {}
-    if "precomputed" not in options:  # precomputed arrays belong to this head only
+    if "precomputed" not in options and not every_head:  # precomputed arrays belong to this head only
         prefetch.note(store(), job, _figures_bytes, trace.head, trace.core.num_heads)
         if options.get("query") is not None:  # the query inspector: the queries next to this one too
             queries = len(trace.tokens)
             prefetch.note(store(), lambda i: job(trace.head, query=i), _figures_bytes, int(options["query"]), queries)
     return store().get(key, build, _figures_bytes)
+
+
+def marked_figures(trace, request: TraceRequest, view: str, **options) -> dict:
+    """name -> (figure, update): ``figures`` kept for every head, each with the ``viz.selection`` update that
+    marks trace.head on it (``viz.views.head_marks``; the browser applies it to the chart already drawn). A figure
+    that cannot be marked so (one head's attention lines) comes as that head's own figure, with no update."""
+    from viz.views import head_marks
+
+    base = figures(trace, request, view, **options)
+    marks = head_marks(view, base, trace)
+    own = figures(trace, request, view, every_head=False, **options) if None in marks.values() else {}
+    return {name: (own[name], None) if marks[name] is None else (fig, marks[name]) for name, fig in base.items()}
 
 
 def _resolved(options: dict) -> dict:  # a callable ``precomputed`` (a view built ahead) is called by the builder

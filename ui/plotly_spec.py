@@ -17,8 +17,14 @@ its path says and draws exactly the same numbers. The layout, little-endian::
     b"LNS1" | u32 length of the meta JSON | meta JSON | figure JSON | buffers, each at a multiple of 8
 
 meta: ``{"digest": the figure's hash (the browser redraws only when it changes), "figure": [offset, length],
-"buffers": [[path, offset, length], ...]}`` (offsets from the first byte; a path is the keys and indices from
-the figure to the typed array's spec). ``unpack`` turns it back into plotly's own figure dict (the tests).
+"buffers": [[path, offset, length], ...], "end": length of the whole}`` (offsets from the first byte; a path is the
+keys and indices from the figure to the typed array's spec). ``unpack`` turns it back into plotly's own figure dict
+(the tests).
+
+A figure kept for every head (``viz.selection``) may be followed, after ``end``, by the JSON of an update
+``[restyle, relayout]`` (``with_update``: appended, nothing else copied or re-encoded) that marks the chosen head:
+the browser applies it with ``Plotly.update`` to the chart already drawn, and redraws the whole figure only when the
+digest changes. ``unpack`` applies it too (``apply_update``), so the tests read the figure as it is drawn.
 
 No Streamlit, no tensors, no figure building.
 """
@@ -88,7 +94,7 @@ def pack(spec: dict) -> bytes:
         for path, raw in found:
             buffers.append([path, offset, len(raw)])
             offset = _aligned(offset + len(raw))
-        meta = {"digest": digest.hexdigest(), "figure": [start, len(figure)], "buffers": buffers}
+        meta = {"digest": digest.hexdigest(), "figure": [start, len(figure)], "buffers": buffers, "end": offset}
         return json.dumps(meta, separators=(",", ":")).encode("utf-8")
 
     meta = meta_for(8)
@@ -104,7 +110,30 @@ def pack(spec: dict) -> bytes:
         pad = _aligned(at) - at
         parts += [b"\0" * pad, raw]
         at += pad + len(raw)
+    end = json.loads(meta)["end"]
+    parts.append(b"\0" * (end - at))  # the last buffer's padding: ``end`` is where an update may follow
     return b"".join(parts)
+
+
+def _meta(data: bytes) -> dict:
+    (length,) = struct.unpack_from("<I", data, 4)
+    return json.loads(data[8 : 8 + length])
+
+
+def with_update(packed: bytes, update) -> bytes:
+    """``packed`` (``pack``'s bytes, no update yet) followed by ``update`` = (restyle, relayout) as JSON; None: as is."""
+    if update is None:
+        return packed
+    restyle, relayout = update
+    return packed + json.dumps([restyle, relayout], separators=(",", ":")).encode("utf-8")
+
+
+def update_of(data: bytes):
+    """The update that follows a packed figure ([restyle, relayout]), or None."""
+    if not data.startswith(MAGIC):
+        return None
+    end = _meta(data)["end"]
+    return json.loads(data[end:]) if len(data) > end else None
 
 
 def _aligned(offset: int) -> int:
@@ -131,8 +160,7 @@ def unpack(data: bytes) -> dict:
     """plotly's own figure dict from what ``pack`` sent (or from plain JSON): each bdata base64 again."""
     if not data.startswith(MAGIC):
         return json.loads(data)
-    (length,) = struct.unpack_from("<I", data, 4)
-    meta = json.loads(data[8 : 8 + length])
+    meta = _meta(data)
     start, size = meta["figure"]
     figure = json.loads(data[start : start + size])
     for path, offset, size in meta["buffers"]:
@@ -140,7 +168,37 @@ def unpack(data: bytes) -> dict:
         for step in path:
             spec = spec[step]
         spec["bdata"] = base64.b64encode(data[offset : offset + size]).decode("ascii")
+    update = update_of(data)
+    return figure if update is None else apply_update(figure, update)
+
+
+def apply_update(figure: dict, update) -> dict:
+    """``figure`` (a plotly figure dict) with ``update`` = (restyle, relayout) applied as ``Plotly.update`` does
+    for the attribute paths ``viz.selection`` writes ("title.text", "annotations[3].text", "shapes"): a restyle
+    value that is a list gives trace i its item i (modulo its length), any other value every trace. Changed in
+    place and returned (tests/test_selection.py checks it against plotly.py's ``Figure.plotly_update``)."""
+    restyle, relayout = update
+    for index, trace in enumerate(figure.get("data", [])):
+        for path, value in restyle.items():
+            _set_path(trace, path, value[index % len(value)] if isinstance(value, list) else value)
+    layout = figure.setdefault("layout", {})
+    for path, value in relayout.items():
+        _set_path(layout, path, value)
     return figure
+
+
+def _set_path(target: dict, path: str, value) -> None:
+    steps: list = []
+    for part in path.split("."):
+        name, _, rest = part.partition("[")
+        steps.append(name)
+        steps += [int(index) for index in rest.rstrip("]").split("][")] if rest else []
+    for step, following in zip(steps, steps[1:], strict=False):
+        if isinstance(step, int):
+            target = target[step]
+        else:
+            target = target.setdefault(step, [] if isinstance(following, int) else {})
+    target[steps[-1]] = value
 
 
 def spec_bytes(fig: go.Figure) -> bytes:

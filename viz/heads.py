@@ -11,6 +11,7 @@ from plotly.subplots import make_subplots
 
 from .checks import as_array, as_mask, check_labels
 from .heatmaps import add_block_matrix, add_matrix, colour_axis, style_axis, wants_values
+from .selection import panel_title, selected_cell
 from .stats import SHORT_NAMES, STATISTICS, overview_matrix
 from .theme import SEQUENTIAL_OTHER, apply_theme
 
@@ -124,7 +125,7 @@ def head_grid(
     key_tokens = check_labels("key_tokens", key_tokens, cols, "weights", weights.shape)
     mask = as_mask("mask", mask, (rows, cols))
     grid_rows, grid_cols = grid_shape(heads, columns)
-    titles = [f"<b>head {h}</b>" if h == selected else f"head {h}" for h in range(heads)]
+    titles = [panel_title(h, selected) for h in range(heads)]
     fig = make_subplots(
         rows=grid_rows,
         cols=grid_cols,
@@ -200,15 +201,7 @@ def layer_head_map(
     if layers <= 40:
         fig.update_yaxes(tickmode="array", tickvals=list(range(layers)), ticktext=[str(i) for i in range(layers)])
     if selected is not None:
-        layer, head = selected
-        fig.add_shape(
-            type="rect",
-            x0=head - 0.5,
-            x1=head + 0.5,
-            y0=layer - 0.5,
-            y1=layer + 0.5,
-            line=dict(color="#D55E00", width=3),
-        )
+        fig.add_shape(**selected_cell(*selected))
     return fig
 
 

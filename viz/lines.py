@@ -200,6 +200,8 @@ def attention_lines_flip(
         owners += [h] * _line_traces(fig, segments[h], query_tokens, key_tokens, head=h, visible=h == start)
     _token_columns(fig, query_tokens, key_tokens, None)
     owners += [None, None]
+    for column in fig.data[-2:]:  # shown for every head: said as the slider's steps say it (viz.selection)
+        column.visible = True
     if total > FLIP_SEGMENTS:
         _frame(fig, max(rows, cols), titles[start] + f"<br><sup>{total:,} lines in the layer: this head only</sup>")
     else:

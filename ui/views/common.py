@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-import plotly.graph_objects as go
 import streamlit as st
 
 from attention_core.request import TraceRequest
 from viz import export as viz_export
+from viz.selection import marked
 from viz.theme import apply_theme
 from viz.views import matrices_for_trace
 
@@ -62,10 +62,10 @@ def csv_bytes(matrix: np.ndarray, rows, cols) -> bytes:
     return viz_export.matrix_csv(matrix, rows, cols).encode("utf-8")
 
 
-def _image(fig, fmt: str):
+def _image(fig, fmt: str, update=None):
     def make() -> bytes:
-        try:
-            return viz_export.figure_image(apply_theme(go.Figure(fig), "slides"), fmt)  # a copy: figures are shared
+        try:  # a copy (figures are shared), marked as drawn (viz.selection)
+            return viz_export.figure_image(apply_theme(marked(fig, update), "slides"), fmt)
         except Exception as err:  # the browser vanished or crashed mid-way: a readable file, never a crash
             return f"Could not render {fmt.upper()}: {type(err).__name__}: {err}".encode()
 
@@ -88,14 +88,15 @@ def lazy_matrices(request: TraceRequest, view: str, head: int) -> dict:
 EXPORT_LABEL = "⬇ SVG · PNG · CSV"
 
 
-def figure(fig, key: str, data=None, *, caption: str | None = None) -> None:
+def figure(fig, key: str, data=None, *, caption: str | None = None, update=None) -> None:
     """Show ``fig``; offer SVG / PNG (slides) / CSV of ``data`` = (matrix, row_labels, col_labels), or a
-    callable that returns it when the CSV is asked for (``lazy_matrices``).
+    callable that returns it when the CSV is asked for (``lazy_matrices``). ``update``: the chosen head's mark on a
+    figure kept for every head (``ui.compute.marked_figures``), drawn and downloaded with it.
 
     The three downloads sit in one small popover under the chart: the browser builds a popover's content only
     while it is open, and a row of columns with three buttons and their tooltips under every chart was about a
     third of the elements a head change re-rendered (docs/INTERACTION.md)."""
-    draw(fig, key=f"fig_{key}")
+    draw(fig, key=f"fig_{key}", update=update)
     if caption:
         st.caption(caption)
     problem = image_export_problem()
@@ -106,7 +107,7 @@ def figure(fig, key: str, data=None, *, caption: str | None = None) -> None:
     ):
         box.download_button(
             fmt.upper(),
-            b"" if problem else _image(fig, fmt),
+            b"" if problem else _image(fig, fmt, update),
             file_name=f"{key}.{fmt}",
             mime=mime,
             key=f"{fmt}_{key}",

@@ -70,8 +70,13 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     st.subheader(f"All heads of layer {trace.layer} ({source})")
     request = settings.request()
     precomputed = _overviews(trace, request)
-    figs = compute.figures(trace, request, "heads", precomputed=precomputed, **_options(settings))
-    figure(display.grid_view(trace, settings) if display.active(settings) else figs["head_grid"], "head_grid")
+    # kept once for every head (for the model's weights, whatever the core's settings): the head is only marked
+    figs = compute.marked_figures(trace, request, "heads", precomputed=precomputed, **_options(settings))
+    if display.active(settings):
+        figure(display.grid_view(trace, settings), "head_grid")
+    else:
+        fig, update = figs["head_grid"]
+        figure(fig, "head_grid", update=update)
     flip_box = st.expander(FLIP_LABEL, expanded=True, key="open_flip", on_change="rerun")
     if flip_box.open:
         with flip_box:
@@ -83,7 +88,8 @@ def render(trace: ModelTrace, settings: Settings) -> None:
                     else ""
                 )
             )
-            figure(figs["head_flip"], "head_flip")
+            fig, update = figs["head_flip"]
+            figure(fig, "head_flip", update=update)
     _overview(trace, figs["overview_switch"])
     roles_box = st.expander(
         "Head roles: sink, previous-token, induction, positional", key="open_roles", on_change="rerun"
@@ -99,8 +105,8 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     )
     if lines.open:
         with lines:
-            fig = compute.figures(trace, request, "lines", **_lines_options(trace, settings))["lines"]
-            figure(fig, "lines", lazy_matrices(settings.request(), "lines", trace.head)["lines_weights"])
+            fig, update = compute.marked_figures(trace, request, "lines", **_lines_options(trace, settings))["lines"]
+            figure(fig, "lines", lazy_matrices(settings.request(), "lines", trace.head)["lines_weights"], update=update)
     if trace.model_attentions is not None:
         box = st.expander("Attention rollout across layers", expanded=False, key="open_rollout", on_change="rerun")
         if box.open:  # the rollout (every layer multiplied through: seconds at long inputs) only when opened
@@ -141,7 +147,7 @@ def _select(point: dict, num_layers: int, num_heads: int) -> None:
         st.session_state[SELECTED] = chosen
 
 
-def _overview(trace: ModelTrace, fig) -> None:
+def _overview(trace: ModelTrace, marked_figure) -> None:
     """The layer x head overview (every statistic, switched by its buttons in the browser); a clicked cell
     selects that layer and head everywhere."""
     st.markdown(
@@ -150,7 +156,8 @@ def _overview(trace: ModelTrace, fig) -> None:
     )
     st.caption(" · ".join(f"**{SHORT_NAMES[name]}**: {text}" for name, text in STATISTIC_HELP.items()))
     layers, heads = trace.facts.num_layers, trace.core.num_heads
-    draw(fig, "fig_overview", on_click=lambda point: _select(point, layers, heads))
+    fig, update = marked_figure
+    draw(fig, "fig_overview", update=update, on_click=lambda point: _select(point, layers, heads))
     chosen = st.session_state.pop(SELECTED, None)
     if chosen is not None and chosen[0] != trace.layer:
         # The click reran only this view (a fragment): the sidebar's Layer and every number drawn from the

@@ -8,6 +8,9 @@
 // What arrives from Python (`data`): the figure packed by ui/plotly_spec.py `pack`: plotly.py's own JSON
 // for it (to_json(fig.to_dict(), validate=False)) with each typed array's bytes after the JSON instead of
 // base64 inside it, and a digest of the whole; or plain JSON text or bytes (a figure made on the fly).
+// A packed figure may be followed by an update, [restyle, relayout], that marks the chosen head on a figure
+// kept for every head (viz/selection.py): it is applied with Plotly.update to the chart already drawn, so a
+// head change redraws a title or an outline, not the figure.
 // plotly.js is served by this app's own server (no CDN): the cartesian bundle in static/, else the full one
 // of the plotly package (ui/plotly_js.py).
 
@@ -65,19 +68,25 @@ function bytesOf(data) {
 
 const MAGIC = [0x4c, 0x4e, 0x53, 0x31]; // "LNS1": a packed figure (ui/plotly_spec.py)
 
-// What arrived, as {key, read}: `key` says whether it is the figure already drawn (a packed figure's digest,
-// else the JSON text itself); `read()` gives the figure. null when nothing came (the preload chart).
+// What arrived, as {key, figureKey, read, update}: `figureKey` says whether it is the figure already drawn (a
+// packed figure's digest, else the JSON text itself), `key` whether anything changed (the figure or its update);
+// `read()` gives the figure, `update` the [restyle, relayout] to apply after it (or null). null when nothing
+// came (the preload chart).
 function received(data) {
-  if (typeof data === "string") return data ? { key: data, read: () => JSON.parse(data) } : null;
+  if (typeof data === "string") return data ? whole(data) : null;
   const bytes = bytesOf(data);
   if (!bytes || !bytes.length) return null;
-  if (bytes.length < 8 || MAGIC.some((b, i) => bytes[i] !== b)) {
-    const text = decoder.decode(bytes);
-    return { key: text, read: () => JSON.parse(text) };
-  }
+  if (bytes.length < 8 || MAGIC.some((b, i) => bytes[i] !== b)) return whole(decoder.decode(bytes));
   const length = new DataView(bytes.buffer, bytes.byteOffset + 4, 4).getUint32(0, true);
   const meta = JSON.parse(decoder.decode(bytes.subarray(8, 8 + length)));
-  return { key: "packed:" + meta.digest, read: () => unpack(bytes, meta) };
+  const end = meta.end ?? bytes.length;
+  const text = end < bytes.length ? decoder.decode(bytes.subarray(end)) : "";
+  const figureKey = "packed:" + meta.digest;
+  return { key: figureKey + "|" + text, figureKey, read: () => unpack(bytes, meta), update: text ? JSON.parse(text) : null };
+}
+
+function whole(text) {
+  return { key: text, figureKey: text, read: () => JSON.parse(text), update: null };
 }
 
 function unpack(bytes, meta) {
@@ -154,21 +163,28 @@ function parse(div, arrived) {
   return figure;
 }
 
-function draw(div, figure, token, settings, base) {
-  const layout = figure.layout || {};
-  const types = (figure.data || []).map((trace) => trace.type || "scatter");
+function draw(div, figure, update, token, settings, base) {
+  // `figure` null: the figure drawn stays, only `update` is applied to it (a head change on a figure kept for
+  // every head).
+  const layout = (figure && figure.layout) || {};
+  const types = ((figure && figure.data) || []).map((trace) => trace.type || "scatter");
   plotly(settings, base, types)
     .then((Plotly) => {
       if (div.__lensToken !== token) return; // a newer figure arrived meanwhile: that one is drawn
+      const marked = () => {
+        if (div.__lensToken !== token) return undefined;
+        div.style.opacity = ""; // no longer an older figure
+        if (div.dataset.click) listenForClicks(div);
+        return undefined;
+      };
+      const apply = () => (update && div.__lensToken === token ? Plotly.update(div, update[0], update[1]) : null);
+      if (!figure) return Promise.resolve(apply()).then(marked);
       div.__lensLayout = { width: layout.width, height: layout.height, paper_bgcolor: layout.paper_bgcolor };
       // One config object per chart: Plotly.react starts over (a new plot, its handlers dropped) when the
       // config it is given is not the one it drew with.
       div.__lensConfig ||= { ...settings.config, responsive: true, modeBarButtonsToAdd: [fullScreenButton(div)] };
       if (div.textContent && !div.classList.contains("js-plotly-plot")) div.textContent = "";
-      return Plotly.react(div, figure.data || [], layout, div.__lensConfig).then(() => {
-        if (div.__lensToken === token) div.style.opacity = ""; // no longer an older figure
-        if (div.dataset.click) listenForClicks(div);
-      });
+      return Plotly.react(div, figure.data || [], layout, div.__lensConfig).then(apply).then(marked);
     })
     .catch((err) => say(div, "This chart could not be drawn: " + err.message));
 }
@@ -197,7 +213,7 @@ function flush(div) {
   // was opening). Kept pending: the watcher draws it should the same <div> come back.
   if (!pending || !div.isConnected) return;
   div.__lensPending = null;
-  draw(div, pending.figure, pending.token, pending.settings, pending.base);
+  draw(div, pending.figure, pending.update, pending.token, pending.settings, pending.base);
 }
 
 function watch(div) {
@@ -243,8 +259,15 @@ export function render(component, settings, base) {
   if (div.__lensKey !== arrived.key) {
     div.__lensKey = arrived.key;
     div.__lensToken = (div.__lensToken || 0) + 1;
-    const figure = parse(div, arrived);
-    div.__lensPending = figure && { figure, token: div.__lensToken, settings, base };
+    const waiting = div.__lensPending;
+    let figure = null;
+    if (div.__lensFigureKey !== arrived.figureKey) {
+      div.__lensFigureKey = arrived.figureKey;
+      figure = parse(div, arrived);
+      if (!figure) div.__lensFigureKey = undefined;
+    } else if (waiting) figure = waiting.figure; // the same figure, still waiting to be drawn: drawn with this update
+    const drawn = figure || div.classList.contains("js-plotly-plot");
+    div.__lensPending = drawn ? { figure, update: arrived.update, token: div.__lensToken, settings, base } : null;
     if (div.__lensInView) flush(div);
     else {
       // Out of view (or not yet known: the watcher's first report, at the next frame, draws a new chart that
@@ -263,7 +286,7 @@ export function render(component, settings, base) {
     clearTimeout(div.__lensTimer);
     div.__lensPending = null;
     div.__lensToken = (div.__lensToken || 0) + 1;
-    div.__lensKey = undefined; // should the same <div> be handed a figure again, it is drawn
+    div.__lensKey = div.__lensFigureKey = undefined; // should the same <div> be handed a figure again, it is drawn
     if (watcher) watcher.unobserve(div);
     if (window.Plotly) window.Plotly.purge(div);
   };

@@ -1,0 +1,69 @@
+"""Which head a figure marks, as a small update applied on top of a figure that marks none.
+
+The Heads & layers view shows numbers that do not depend on the chosen head: every head of the layer, the
+layer x head statistics, the attention lines of every head. Only the mark of the chosen head does (a bold
+panel title, an outlined cell, the head a slider starts at). So those figures are built once for head 0 (or
+for no head), kept once for every head, and the mark is an ``Update``: exactly what plotly.js's
+``Plotly.update(gd, restyle, relayout)`` takes and plotly.py's ``Figure.plotly_update`` applies, so the browser
+applies it to the chart already drawn (a head change then sends a few hundred bytes and redraws one title).
+
+Every update here is complete: it sets every value the mark can change (all the panel titles, the whole list
+of shapes, every trace's visibility), so it gives the same figure whichever update was applied before it.
+tests/test_selection.py checks, for every head, that the base figure plus the update is the figure built for
+that head (``head_grid(selected=h)``, ``head_flip(start=h)``, ...).
+
+Pure: no Streamlit, no tensors.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import plotly.graph_objects as go
+
+Update = tuple[dict, dict]  # (restyle: trace attribute -> value, or a list of one per trace; relayout: path -> value)
+
+SELECTED_LINE = dict(color="#D55E00", width=3)  # the outline of the chosen (layer, head) cell
+
+
+def panel_title(h: int, selected: int | None) -> str:
+    """Head h's panel title in the grid of every head: bold for the chosen head."""
+    return f"<b>head {h}</b>" if h == selected else f"head {h}"
+
+
+def grid_selection(heads: int, selected: int) -> Update:
+    """The grid of every head (``viz.heads.head_grid``, whose first ``heads`` annotations are the panel titles):
+    every title, the chosen one bold."""
+    return {}, {f"annotations[{h}].text": panel_title(h, selected) for h in range(heads)}
+
+
+def selected_cell(layer: int, head: int) -> dict:
+    """The outline of one cell of a layer x head map (x = head, y = layer), as a plotly shape."""
+    return dict(type="rect", x0=head - 0.5, x1=head + 0.5, y0=layer - 0.5, y1=layer + 0.5, line=dict(SELECTED_LINE))
+
+
+def cell_selection(layer: int, head: int) -> Update:
+    """A layer x head map (``viz.heads.layer_head_map`` and the overview built on it): the chosen cell outlined."""
+    return {}, {"shapes": [selected_cell(layer, head)]}
+
+
+def slider_selection(fig: go.Figure, step: int) -> Update | None:
+    """A figure whose first slider flips heads (``viz.flip.head_flip``, ``viz.lines.attention_lines_flip``):
+    what clicking step ``step`` does (that step's own ``update`` arguments, as plotly.js applies them) and the
+    slider moved there. None when the figure has no such slider (it then shows one head only)."""
+    sliders = fig.layout.sliders
+    if not sliders or not 0 <= step < len(sliders[0].steps):
+        return None
+    chosen = sliders[0].steps[step]
+    if chosen.method != "update" or len(chosen.args) != 2:
+        return None
+    restyle, relayout = (copy.deepcopy(dict(part)) for part in chosen.args)
+    return restyle, {**relayout, "sliders[0].active": step}
+
+
+def marked(fig: go.Figure, update: Update | None) -> go.Figure:
+    """A copy of ``fig`` with ``update`` applied by plotly.py (downloads of a figure whose mark was sent apart)."""
+    copied = go.Figure(fig)
+    if update is not None:
+        copied.plotly_update(restyle_data=dict(update[0]), relayout_data=dict(update[1]))
+    return copied
