@@ -39,6 +39,7 @@ def test_scaling_and_masking_steps_say_what_is_computed(params, words, formula):
 def test_alibi_bias_is_its_own_step_after_the_mask():
     markdown, latex = page({"encoding": "alibi"})
     assert "5b. Position bias (ALiBi)" in markdown and "This head's slope m = " in markdown
-    assert r"- m_h\,|i - j|" in latex
+    assert r"\tilde{S}_{ij} \leftarrow \tilde{S}_{ij} - m_h\,|i - j|" in latex
+    assert not any(ord(c) < 32 and c != "\n" for c in latex)  # no tab (a raw string once held one for \t)
     masking = markdown.split("**5. Masking**")[1].split("**5b.")[0]
     assert "ALiBi" not in masking  # the masked map holds the mask alone

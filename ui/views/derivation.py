@@ -86,7 +86,7 @@ def _position_bias_step(trace: ModelTrace, settings: Settings, head, data: dict,
         "**5b. Position bias (ALiBi)**: ALiBi adds its distance penalty −m·|i − j| to every score, as its own "
         "term after the mask: nearer keys are preferred, blocked keys stay blocked." + slope
     )
-    st.latex(r"	ilde{S}_{ij} \leftarrow 	ilde{S}_{ij} - m_h\,|i - j|")
+    st.latex(r"\tilde{S}_{ij} \leftarrow \tilde{S}_{ij} - m_h\,|i - j|")
     _step(trace, settings, ("biased",), data, drawer=drawer)
 
 
