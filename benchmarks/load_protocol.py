@@ -13,7 +13,12 @@ Each client speaks Streamlit's own websocket protocol, as the browser frontend d
    and, for choices, the formatted ``options``), so no widget id is hard-coded;
 4. every ``interval`` seconds change one control (a rotation of view-only and recomputing changes,
    below) by sending ``rerun_script`` with that one ``WidgetState`` (the server keeps the other
-   widgets' last values), and time the change until the server's ``script_finished``.
+   widgets' last values), and time the change until the server's ``script_finished``. A control that a
+   fragment drew (each widget's delta says which: Head and View, in the view's fragment) reruns that
+   fragment only, as the browser asks (the BackMsg carries the fragment's id); the fragment's run does
+   not echo the control's value, so the link it sets (``page_info_changed``: ``head=3&view=heads``) is
+   checked instead. Before the tenth session every change was a whole-script rerun
+   (ATTENTION_LENS_LOAD_FULL_RERUNS=1 measures that way).
 
 The changes rotate through: Head +1 (slider), scaling (radio), view (segmented control, Derivation
 <-> Heads & layers), mask (selectbox), positional encoding (selectbox); each session starts at a
@@ -70,6 +75,10 @@ TEXTS = (
     "Masks decide which keys a query may see at all.",
 )
 BUSY_WORDS = ("busy", "too many")
+# A change of a widget that a fragment drew reruns that fragment only, as the browser asks for it (its BackMsg
+# carries the fragment's id): Head and View here. The first nine sessions' runs sent every change as a whole-script
+# rerun, which no browser does for such a widget; ATTENTION_LENS_LOAD_FULL_RERUNS=1 measures that way again.
+FRAGMENTS = os.environ.get("ATTENTION_LENS_LOAD_FULL_RERUNS", "") != "1"
 
 
 # ---------------------------------------------------------------- statistics (pure)
@@ -124,6 +133,8 @@ class Widget:
     low: float | None = None
     high: float | None = None
     step: float | None = None
+    fragment_id: str = ""  # the fragment whose run drew it ("": the whole script): a change reruns that fragment
+    told: bool = True  # the element carried its value (else only its default: the page keeps what it was set to)
 
 
 def widget_state(widget: Widget, value: Any):
@@ -141,13 +152,16 @@ def widget_state(widget: Widget, value: Any):
     return state
 
 
-def rerun_message(query_string: str, states: Sequence = (), page_script_hash: str = "") -> bytes:
-    """A serialized BackMsg asking for a rerun with ``states`` (WidgetState protos)."""
+def rerun_message(query_string: str, states: Sequence = (), page_script_hash: str = "", fragment_id: str = "") -> bytes:
+    """A serialized BackMsg asking for a rerun with ``states`` (WidgetState protos); of one fragment only when
+    ``fragment_id`` is given, as the browser asks when a widget drawn by that fragment changes."""
     from streamlit.proto.BackMsg_pb2 import BackMsg
 
     msg = BackMsg()
     msg.rerun_script.query_string = query_string
     msg.rerun_script.page_script_hash = page_script_hash
+    if fragment_id:
+        msg.rerun_script.fragment_id = fragment_id
     msg.rerun_script.widget_states.widgets.extend(states)
     return msg.SerializeToString()
 
@@ -161,18 +175,21 @@ def widget_from_element(element) -> Widget | None:
     widget = Widget(kind=kind, id=proto.id, label=proto.label)
     if kind in ("radio", "selectbox"):
         widget.options = list(proto.options)
+        widget.told = proto.HasField("raw_value")
         if proto.HasField("raw_value"):
             widget.value = proto.raw_value
         elif proto.HasField("default") and 0 <= proto.default < len(widget.options):
             widget.value = widget.options[proto.default]
     elif kind == "button_group":
         widget.options = [o.content for o in proto.options]
+        widget.told = bool(proto.set_value)
         if proto.set_value and proto.raw_values:
             widget.value = list(proto.raw_values)
         else:
             widget.value = [widget.options[i] for i in proto.default if 0 <= i < len(widget.options)]
     elif kind == "slider":
         widget.low, widget.high, widget.step = proto.min, proto.max, proto.step
+        widget.told = bool(proto.set_value)
         widget.value = list(proto.value) if proto.set_value and len(proto.value) else list(proto.default)
     elif kind == "number_input":
         widget.low = proto.min if proto.has_min else None
@@ -209,6 +226,7 @@ class RunResult:
     bytes: int = 0
     messages: int = 0
     page_script_hash: str = ""
+    query_string: str | None = None  # the page's link as the run set it (st.query_params), if it did
 
 
 def read_forward(data: bytes, run: RunResult) -> bool:
@@ -235,8 +253,12 @@ def read_forward(data: bytes, run: RunResult) -> bool:
                 run.busy += 1
         else:
             widget = widget_from_element(element)
+            if widget is not None:
+                widget.fragment_id = msg.delta.fragment_id
             if widget is not None and widget.label:
                 run.widgets[widget.label] = widget
+    elif kind == "page_info_changed":
+        run.query_string = msg.page_info_changed.query_string
     elif kind == "script_finished":
         run.finished = ForwardMsg.ScriptFinishedStatus.Name(msg.script_finished)
         return True
@@ -262,11 +284,12 @@ class Client:
             self.ws_url, subprotocols=["streamlit"], max_size=None, open_timeout=self.timeout_s, ping_interval=None
         )
 
-    async def run(self, states: Sequence = ()) -> tuple[RunResult, float]:
-        """Send a rerun, read until script_finished (a rerun that was cut short by a newer one goes on)."""
+    async def run(self, states: Sequence = (), fragment_id: str = "") -> tuple[RunResult, float]:
+        """Send a rerun (of one fragment, given its id), read until script_finished (a rerun that was cut short by a
+        newer one goes on)."""
         run = RunResult(page_script_hash=self.page_script_hash)
         started = time.perf_counter()
-        await self.ws.send(rerun_message(self.query_string, states, self.page_script_hash))
+        await self.ws.send(rerun_message(self.query_string, states, self.page_script_hash, fragment_id))
         deadline = time.monotonic() + self.timeout_s
         while True:
             left = deadline - time.monotonic()
@@ -295,17 +318,42 @@ class Client:
         value = next_value(widget, how)
         if value is None:
             return None, 0.0, None
-        run, elapsed = await self.run([widget_state(widget, value)])
+        run, elapsed = await self.run([widget_state(widget, value)], widget.fragment_id if FRAGMENTS else "")
         drawn = run.widgets.get(label)
-        if drawn is None:  # not redrawn this run: remember what we set
+        if drawn is None or not drawn.told:  # not redrawn, or drawn without its value: remember what we set
             self.widgets[label].value = value
-        elif drawn.value is not None and drawn.value != value and not run.errors:
+        if drawn is not None and not drawn.told and not run.errors:  # a fragment's run: its link says what it took
+            said = link_value(label, run.query_string)
+            if said is not None and said != link_form(label, value):
+                run.errors.append(f"the server did not take {label} = {value!r} (its link says {said!r})")
+        elif drawn is not None and drawn.value is not None and drawn.value != value and not run.errors:
             run.errors.append(f"the server did not take {label} = {value!r} (it shows {drawn.value!r})")
         return run, elapsed, value
 
     async def close(self) -> None:
         if self.ws is not None:
             await self.ws.close()
+
+
+LINK_PARAMS = {"Head": "head", "View": "view"}  # the fragment's controls, as the page's link names them
+
+
+def link_form(label: str, value) -> str | None:
+    """How the page's link writes ``value`` of the control ``label`` (ui.settings.to_query_params)."""
+    from ui.settings import VIEW_LABELS
+
+    if label == "Head":
+        return str(int(value[0]))
+    if label == "View":
+        return {shown: view for view, shown in VIEW_LABELS.items()}.get(value[0])
+    return None
+
+
+def link_value(label: str, query: str | None) -> str | None:
+    """The value of ``label``'s parameter in the link a run set, or None (not set by that run, or left out)."""
+    if query is None or label not in LINK_PARAMS:
+        return None
+    return urllib.parse.parse_qs(query).get(LINK_PARAMS[label], [None])[0]
 
 
 def query_string(text: str, **extra) -> str:

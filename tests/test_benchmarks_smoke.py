@@ -143,6 +143,35 @@ def test_protocol_messages_round_trip():
     assert read_forward(finished.SerializeToString(), run) is True and run.finished == "FINISHED_SUCCESSFULLY"
 
 
+def test_protocol_fragment_changes_rerun_their_fragment_as_the_browser_does():
+    from streamlit.proto.BackMsg_pb2 import BackMsg
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    from benchmarks.load_protocol import RunResult, link_form, link_value, read_forward, rerun_message
+
+    msg = BackMsg()
+    msg.ParseFromString(rerun_message("text=hi", [], "page", "frag-1"))
+    assert msg.rerun_script.fragment_id == "frag-1"
+    msg.ParseFromString(rerun_message("text=hi", [], "page"))
+    assert msg.rerun_script.fragment_id == ""
+
+    run = RunResult()
+    drawn = ForwardMsg()
+    drawn.delta.fragment_id = "frag-1"
+    drawn.delta.new_element.slider.id = "$$ID-head"
+    drawn.delta.new_element.slider.label = "Head"
+    drawn.delta.new_element.slider.default.extend([0.0])
+    read_forward(drawn.SerializeToString(), run)
+    head = run.widgets["Head"]
+    assert head.fragment_id == "frag-1" and not head.told  # only its default: the page keeps the value it was set to
+    link = ForwardMsg()
+    link.page_info_changed.query_string = "text=hi&head=3&view=heads"
+    read_forward(link.SerializeToString(), run)
+    assert link_value("Head", run.query_string) == link_form("Head", [3.0]) == "3"
+    assert link_value("View", run.query_string) == link_form("View", ["Heads & layers"]) == "heads"
+    assert link_value("Head", None) is None and link_value("Mask", run.query_string) is None
+
+
 def test_interactivity_pure_parts():
     import base64
 
