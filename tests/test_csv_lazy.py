@@ -33,6 +33,8 @@ def test_lazy_matrices_give_the_same_numbers_and_hold_no_arrays():
 
 
 class _Column:
+    open = True  # a popover the person opened
+
     def __init__(self, calls: list) -> None:
         self.calls = calls
 
@@ -63,7 +65,7 @@ class _Streamlit:
 def test_figure_resolves_a_callable_only_when_the_csv_is_asked_for(monkeypatch):
     fake = _Streamlit()
     monkeypatch.setattr(common, "st", fake)
-    monkeypatch.setattr(common, "draw", lambda fig, key: None)
+    monkeypatch.setattr(common, "draw", lambda fig, key, **_: None)
     asked = []
     numbers = (np.array([[0.25, 0.75], [1.0, 0.0]]), ["a", "b"], ["a", "b"])
 
@@ -122,21 +124,27 @@ def test_the_views_download_callables_hold_no_trace_and_still_build(monkeypatch)
     assert b"<html" in deck[:500].lower() and b"head 3" in deck.lower()
 
 
-def test_every_chart_of_the_derivation_has_its_downloads_in_one_popover():
-    """SVG, PNG and CSV of each figure sit in a popover labelled ``EXPORT_LABEL`` (the browser renders its content
-    only while it is open), one popover per figure, keyed by the figure's name."""
+NAMES = ("q", "k", "v", "scores", "weights", "output")
+
+
+def _downloads_by_figure(opened: tuple[str, ...]) -> tuple[dict, int]:
+    """({figure: [(its popover's label, button label), ...]}, popovers on the page) with ``opened``'s popovers open."""
     from streamlit.testing.v1 import AppTest
 
     at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=180)
     at.session_state["text"] = "The cat sat on the mat."
+    for name in opened:
+        at.session_state[f"{common.EXPORT_KEY}{name}"] = True
     at.run()
     assert not at.exception
     found: dict[str, list] = {}
+    popovers = []
 
     def walk(node, popover):
         children = getattr(node, "children", None)
         for child in children.values() if isinstance(children, dict) else ():
             if child.type == "popover":
+                popovers.append(child)
                 walk(child, child.proto.popover.label)
             else:
                 if child.type == "download_button" and child.proto.label in ("SVG", "PNG", "CSV"):
@@ -144,7 +152,17 @@ def test_every_chart_of_the_derivation_has_its_downloads_in_one_popover():
                 walk(child, popover)
 
     walk(at.main, None)
-    assert {"q", "k", "v", "scores", "weights", "output"} <= set(found)
+    return found, len(popovers)
+
+
+def test_every_chart_of_the_derivation_has_its_downloads_in_one_popover():
+    """SVG, PNG and CSV of each figure sit in a popover labelled ``EXPORT_LABEL`` (the browser renders its content
+    only while it is open), one popover per figure, keyed by the figure's name; the buttons are made only while
+    their popover is open (each is a message every rerun would send)."""
+    found, popovers = _downloads_by_figure(NAMES)
+    assert set(NAMES) <= set(found)
+    closed, same = _downloads_by_figure(())
+    assert closed == {} and same == popovers >= len(NAMES)  # every popover still there, none holding buttons
     for name, buttons in found.items():
         assert buttons == [(common.EXPORT_LABEL, "SVG"), (common.EXPORT_LABEL, "PNG"), (common.EXPORT_LABEL, "CSV")], (
             name

@@ -345,11 +345,13 @@ def _image_buttons(at: AppTest) -> list:
 
 
 def test_missing_chromium_disables_image_export_with_a_message(monkeypatch):
+    from ui.views import common
     from viz import export as viz_export
 
     real = viz_export.find_browser()
+    monkeypatch.setattr(common, "BROWSER_CHECK_S", 0.0)  # every run looks again
     monkeypatch.setattr(viz_export, "find_browser", lambda: None)
-    at = app()
+    at = app(**{f"{common.EXPORT_KEY}{name}": True for name in ("weights", "q", "scores")})  # their popovers open
     buttons = _image_buttons(at)
     assert buttons and all(b.proto.disabled for b in buttons)
     assert all("Chromium" in b.proto.help for b in buttons)

@@ -6,6 +6,7 @@ the numbers are made only when their button is clicked (deferred), so reruns sta
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import numpy as np
@@ -28,10 +29,18 @@ NO_BROWSER = (
 _NOTE_KEY = "_image_note_shown"
 
 
+BROWSER_CHECK_S = 5.0  # how long one look for a browser holds (a view asks once per figure)
+_browser_seen: list = [-BROWSER_CHECK_S, None]  # [time.monotonic() of the last look, what it found]
+
+
 def image_export_problem() -> str | None:
-    """Why SVG/PNG cannot be made on this server now (no browser), else None. Checked on every run,
-    so installing Chromium (or setting BROWSER_PATH) takes effect without a restart."""
-    return NO_BROWSER if viz_export.find_browser() is None else None
+    """Why SVG/PNG cannot be made on this server now (no browser), else None. Looked up again after
+    ``BROWSER_CHECK_S``, so installing Chromium (or setting BROWSER_PATH) takes effect without a restart; a view's
+    figures share one look (it searched the PATH and the usual places once per figure, about 2% of a run)."""
+    now = time.monotonic()
+    if now - _browser_seen[0] >= BROWSER_CHECK_S:
+        _browser_seen[:] = [now, viz_export.find_browser()]
+    return NO_BROWSER if _browser_seen[1] is None else None
 
 
 def zip_button(build: Callable[[str], bytes], *, what: str, file_name: str, key: str, help: str) -> None:
@@ -93,14 +102,32 @@ def figure(fig, key: str, data=None, *, caption: str | None = None, update=None)
     callable that returns it when the CSV is asked for (``lazy_matrices``). ``update``: the chosen head's mark on a
     figure kept for every head (``ui.compute.marked_figures``), drawn and downloaded with it.
 
-    The three downloads sit in one small popover under the chart: the browser builds a popover's content only
-    while it is open, and a row of columns with three buttons and their tooltips under every chart was about a
-    third of the elements a head change re-rendered (docs/INTERACTION.md)."""
+    The three downloads sit in one small popover under the chart, made only while it is open (opening it reruns
+    the view, which then adds them): a row of columns with three buttons and their tooltips under every chart was
+    about a third of the elements a head change re-rendered, and each element is a message the server sends and
+    the page takes in (docs/INTERACTION.md)."""
     draw(fig, key=f"fig_{key}", update=update)
     if caption:
         st.caption(caption)
     problem = image_export_problem()
-    box = st.popover(EXPORT_LABEL, help="Download this figure: SVG and a slide-sized PNG, and the numbers as CSV.")
+    box = st.popover(
+        EXPORT_LABEL,
+        help="Download this figure: SVG and a slide-sized PNG, and the numbers as CSV.",
+        key=f"{EXPORT_KEY}{key}",
+        on_change="rerun",
+    )
+    if box.open:
+        _downloads(box, fig, key, data, update, problem)
+    if problem and not st.session_state.get(_NOTE_KEY):  # said once a page, where it is seen
+        st.session_state[_NOTE_KEY] = True
+        st.caption(problem)
+
+
+EXPORT_KEY = "open_export_"  # + the figure's key: whether its downloads' popover is open
+
+
+def _downloads(box, fig, key: str, data, update, problem: str | None) -> None:
+    """The SVG, PNG and CSV buttons of one figure, in its open popover."""
     for fmt, mime, what in (
         ("svg", "image/svg+xml", "Vector image for slides (rendered on the server by kaleido)."),
         ("png", "image/png", "Slide-sized PNG with the white 'slides' theme."),
@@ -125,6 +152,3 @@ def figure(fig, key: str, data=None, *, caption: str | None = None, update=None)
             on_click="ignore",
             help="The numbers behind this figure.",
         )
-    if problem and not st.session_state.get(_NOTE_KEY):  # said once a page, where it is seen
-        st.session_state[_NOTE_KEY] = True
-        st.caption(problem)
