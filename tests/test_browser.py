@@ -229,6 +229,27 @@ def test_a_head_change_on_heads_and_layers_redraws_only_the_marks(browser, url):
     page.close()
 
 
+def test_a_chart_s_downloads_appear_when_their_popover_is_opened(browser, url):
+    """The SVG, PNG and CSV buttons under a chart are made only while its popover is open: a click on the
+    popover reruns the view, the buttons appear in it, and the CSV holds the figure's numbers."""
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    page.goto(url)
+    wait_idle(page)
+    assert page.get_by_role("button", name="CSV", exact=True).count() == 0  # nothing made while closed
+    box = page.locator(".st-key-open_export_weights")
+    box.scroll_into_view_if_needed()
+    box.get_by_role("button").first.click()
+    csv = page.get_by_role("button", name="CSV", exact=True)
+    csv.wait_for(state="visible", timeout=60000)
+    assert page.get_by_role("button", name="SVG", exact=True).is_visible()
+    with page.expect_download(timeout=60000) as download:
+        csv.click()
+    text = open(download.value.path(), encoding="utf-8").read()
+    assert text.count("\n") > 2 and "," in text
+    no_errors(page)
+    page.close()
+
+
 STATISTIC_STATE = """() => { const g = [...document.querySelectorAll('.js-plotly-plot')]
     .find(el => el.layout && el.layout.updatemenus && el.data.some(t => t.name === 'overview_entropy'));
   if (!g) return null;
