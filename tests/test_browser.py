@@ -250,6 +250,26 @@ def test_a_chart_s_downloads_appear_when_their_popover_is_opened(browser, url):
     page.close()
 
 
+NO_PAUSE = """(() => { const real = window.setTimeout;
+  window.setTimeout = (f, delay, ...rest) => (delay === 1000 ? 0 : real(f, delay, ...rest)); })()"""
+
+
+def test_a_link_just_opened_draws_its_charts_out_of_view_without_waiting_for_a_pause(browser, url):
+    """A chart out of view waits for a one-second pause in the person's changes before it is drawn, but a page just
+    opened has no changes to wait for: its charts are drawn once the browser is idle. The page's one-second timers
+    are switched off here (a chart that waited for the pause would never be drawn)."""
+    page = browser.new_page(viewport={"width": 1366, "height": 420})  # every chart below the first screen
+    page.add_init_script(NO_PAUSE)
+    page.goto(url)
+    page.wait_for_function(  # a chart drawn while beyond the watcher's margin (half a screen below the view)
+        """() => [...document.querySelectorAll('.lens-chart')]
+             .some(d => d.classList.contains('js-plotly-plot') && d.getBoundingClientRect().top > 420 * 1.5)""",
+        timeout=30000,
+    )
+    no_errors(page)
+    page.close()
+
+
 STATISTIC_STATE = """() => { const g = [...document.querySelectorAll('.js-plotly-plot')]
     .find(el => el.layout && el.layout.updatemenus && el.data.some(t => t.name === 'overview_entropy'));
   if (!g) return null;

@@ -184,7 +184,10 @@ function draw(div, figure, update, token, settings, base) {
       // config it is given is not the one it drew with.
       div.__lensConfig ||= { ...settings.config, responsive: true, modeBarButtonsToAdd: [fullScreenButton(div)] };
       if (div.textContent && !div.classList.contains("js-plotly-plot")) div.textContent = "";
-      return Plotly.react(div, figure.data || [], layout, div.__lensConfig).then(apply).then(marked);
+      return Plotly.react(div, figure.data || [], layout, div.__lensConfig)
+        .then(() => (drewAny = true))
+        .then(apply)
+        .then(marked);
     })
     .catch((err) => say(div, "This chart could not be drawn: " + err.message));
 }
@@ -194,10 +197,14 @@ function draw(div, figure, update, token, settings, base) {
 // what is on screen meanwhile; a view just opened draws what is on screen before the charts further down);
 // sooner if it comes near the view, and at once when the page is printed. Until then a chart keeps its
 // older figure, faded, or its room, empty.
+// Until the page has drawn its first chart (a link just opened), nobody is changing anything: a chart out of
+// view is drawn as soon as the browser is idle, without the pause. At 512 tokens the derivation's first chart
+// (the softmax weights) sits below the first screen, and it waited a second for a pause nobody was making.
 const NEAR = "50% 0px";
 const STALE_OPACITY = "0.35";
 const PAUSE_MS = 1000;
 let watcher = null;
+let drewAny = false; // a chart of this page has been drawn
 
 function whenIdle(div, delay) {
   clearTimeout(div.__lensTimer); // a newer figure restarts the pause
@@ -273,7 +280,7 @@ export function render(component, settings, base) {
       // Out of view (or not yet known: the watcher's first report, at the next frame, draws a new chart that
       // is in view at once). An older figure stays, faded, until then.
       if (div.classList.contains("js-plotly-plot")) div.style.opacity = STALE_OPACITY;
-      whenIdle(div, PAUSE_MS);
+      whenIdle(div, drewAny ? PAUSE_MS : 0);
     }
   } // else: the same figure as on screen (or already waiting), nothing to draw
   if (!div.__lensWatched) {
