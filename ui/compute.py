@@ -36,6 +36,8 @@ from viz.summaries import rollout_streamed as rollout_streamed
 from . import plotly_spec, prefetch
 from .policy import ServerBusy as ServerBusy  # app.py catches it as compute.ServerBusy
 from .policy import env_number, heavy
+from .sizes import capture_bytes, trace_bytes
+from .sizes import return_freed_memory as return_freed_memory  # app.py calls it once per server
 from .store import freeze_long_lived
 
 MAX_TRACE_MB = env_number("ATTENTION_LENS_MAX_TRACE_MB", 1536.0, 1.0)
@@ -83,44 +85,6 @@ def token_budget_for(num_layers: int, num_heads: int) -> int:
 def token_budget(facts) -> int:
     """token_budget_for this model's layers and heads."""
     return token_budget_for(facts.num_layers, facts.num_heads)
-
-
-def _nbytes(*arrays) -> int:
-    return sum(int(a.nbytes) for a in arrays if a is not None)
-
-
-def capture_bytes(cap) -> int:
-    layers = [layer for layer in cap.layers]
-    owned = [cap.stacked if cap.stacked is not None else cap.attentions]  # packed: its triangles' bytes
-    for layer in layers:
-        owned += [layer.hidden_in, layer.q, layer.k, layer.v, layer.attn_output]
-    return _nbytes(*owned)
-
-
-def trace_bytes(trace) -> int:
-    """What a trace owns (the model's weights and ``model_attentions`` are views of the capture's buffer)."""
-    core = trace.core  # score_bias: ALiBi only (H, L, S), else None
-    own = [core.scores, core.scaled, core.masked, core.score_bias, core.weights, core.q, core.k, core.v, core.output]
-    own.append(core.x)
-    if trace.model is not None:
-        own += [trace.model.q, trace.model.k, trace.model.v]  # repeated key/value heads are copies
-    return _nbytes(*own)
-
-
-M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter number
-MMAP_THRESHOLD_BYTES = 128 * 1024
-
-
-def return_freed_memory() -> bool:
-    """Ask glibc to serve every allocation above 128 kB with its own mapping, returned to the system when
-    freed. By default glibc raises that threshold after large frees (up to 32 MB), and the big arrays of
-    evicted traces then stay in the heap: the server's RSS keeps what the cache let go. True when set."""
-    try:
-        import ctypes
-
-        return bool(ctypes.CDLL("libc.so.6").mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
-    except (OSError, AttributeError):  # not glibc (macOS, musl): nothing to do
-        return False
 
 
 @st.cache_resource(show_spinner=False)
@@ -262,7 +226,8 @@ def figures(
     built for head 0 and kept for every head, which ``marked_figures`` marks with the chosen head. Heads & layers
     shows the model's own weights when it has them: those figures are kept per capture and layer
     (``_summary_key``), so the core's scaling, mask or encoding leave them as they were."""
-    from viz.views import MARKED_VIEWS, derivation_key, figures_for_trace
+    from viz.marks import MARKED_VIEWS
+    from viz.views import derivation_key, figures_for_trace
 
     every_head = view in MARKED_VIEWS if every_head is None else every_head
 
@@ -293,9 +258,9 @@ def figures(
 
 def marked_figures(trace, request: TraceRequest, view: str, **options) -> dict:
     """name -> (figure, update): ``figures`` kept for every head, each with the ``viz.selection`` update that
-    marks trace.head on it (``viz.views.head_marks``; the browser applies it to the chart already drawn). A figure
+    marks trace.head on it (``viz.marks.head_marks``; the browser applies it to the chart already drawn). A figure
     that cannot be marked so (one head's attention lines) comes as that head's own figure, with no update."""
-    from viz.views import head_marks
+    from viz.marks import head_marks
 
     base = figures(trace, request, view, **options)
     marks = head_marks(view, base, trace)

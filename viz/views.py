@@ -37,7 +37,6 @@ from .lines import attention_lines, attention_lines_flip
 from .query import query_contributions, query_step_figure
 from .rollout import attention_rollout, rollout_heatmap
 from .scores import attention_heatmap, score_heatmap
-from .selection import Update, cell_selection, grid_selection, slider_selection
 from .stats import overview_matrix
 
 if TYPE_CHECKING:  # attention_core imports torch at package level; viz only duck-types its traces
@@ -269,34 +268,6 @@ def figures_for_trace(
         lines = attention_lines(core_head.weights, tokens, tokens, threshold=threshold, query=query, theme=theme)
         return {"lines": lines}
     return _rollout_figures(trace, tokens, precomputed.get("rollout"), show_values, theme)
-
-
-MARKED_VIEWS = ("heads", "lines")  # views whose figures are the same for every head but its mark (viz.selection)
-NO_MARK: Update = ({}, {})
-
-
-def head_marks(view: str, figures: dict[str, go.Figure], trace: ModelTrace, head: int | None = None) -> dict:
-    """name -> the ``viz.selection`` update that marks ``head`` (default trace.head) on each figure of ``view``
-    (one of ``MARKED_VIEWS``) built for head 0: base figure + update == the figure built for that head.
-
-    None for a figure that cannot be marked so: the attention lines of one head only (a layer with more than
-    ``viz.lines.FLIP_SEGMENTS`` lines has no slider), for a head other than 0; that head's own figure is needed."""
-    if view not in MARKED_VIEWS:
-        raise ValueError(f"view {view!r} has no head marks; one of {MARKED_VIEWS}")
-    h = _head_index(trace, head)
-    if view == "lines":
-        update = slider_selection(figures["lines"], h) if "lines" in figures else None
-        return {"lines": update if update is not None else (NO_MARK if h == 0 else None)} if figures else {}
-    attentions, layer, _ = heads_source(trace)
-    marks: dict = {}
-    for name, fig in figures.items():
-        if name == "head_grid":
-            marks[name] = grid_selection(attentions.shape[1], h)
-        elif name == "head_flip":
-            marks[name] = slider_selection(fig, min(h, attentions.shape[1] - 1))
-        else:  # overview_switch, overview_<statistic>
-            marks[name] = cell_selection(layer, h)
-    return marks
 
 
 def _derivation_matrices(head: HeadTrace, tokens: list[str]) -> dict[str, Matrix]:
