@@ -85,7 +85,7 @@ def figure_bytes(fig, update=None) -> bytes:
     if update is not None:
         from viz.selection import marked
 
-        fig = marked(go.Figure(fig), update)
+        fig = marked(fig, update)  # a copy
     if isinstance(fig, go.Figure):  # a subclass may change after it is built: encoded each time
         return pio.to_json(fig.to_dict(), validate=False).encode("utf-8")
     return pio.to_json(fig, validate=False).encode("utf-8")  # a figure dict

@@ -222,7 +222,7 @@ def figures(
     ``ahead``: a view not shown; queued for the background builder (``ui.prefetch``; a callable ``precomputed`` is
     called there; a number: the pause in seconds it waits for), {} now.
 
-    ``every_head`` (default: for ``viz.views.MARKED_VIEWS``, Heads & layers and the attention lines): the figures
+    ``every_head`` (default: for ``viz.marks.MARKED_VIEWS``, Heads & layers and the attention lines): the figures
     built for head 0 and kept for every head, which ``marked_figures`` marks with the chosen head. Heads & layers
     shows the model's own weights when it has them: those figures are kept per capture and layer
     (``_summary_key``), so the core's scaling, mask or encoding leave them as they were."""

@@ -9,32 +9,30 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import plotly.graph_objects as go
-
 from .heads_figures import heads_source
 from .selection import Update, cell_selection, grid_selection, slider_selection
 
 if TYPE_CHECKING:
+    import plotly.graph_objects as go
+
     from attention_core.traces import ModelTrace
 
 MARKED_VIEWS = ("heads", "lines")  # views whose figures are the same for every head but its mark (viz.selection)
 NO_MARK: Update = ({}, {})
 
 
-def head_marks(view: str, figures: dict[str, go.Figure], trace: ModelTrace, head: int | None = None) -> dict:
-    """name -> the ``viz.selection`` update that marks ``head`` (default trace.head) on each figure of ``view``
+def head_marks(view: str, figures: dict[str, go.Figure], trace: ModelTrace) -> dict:
+    """name -> the ``viz.selection`` update that marks trace.head on each figure of ``view``
     (one of ``MARKED_VIEWS``) built for head 0: base figure + update == the figure built for that head.
 
     None for a figure that cannot be marked so: the attention lines of one head only (a layer with more than
     ``viz.lines.FLIP_SEGMENTS`` lines has no slider), for a head other than 0; that head's own figure is needed."""
     if view not in MARKED_VIEWS:
         raise ValueError(f"view {view!r} has no head marks; one of {MARKED_VIEWS}")
-    h = trace.head if head is None else head
-    if not 0 <= h < trace.core.num_heads:
-        raise ValueError(f"head {h} out of range 0..{trace.core.num_heads - 1}")
+    h = trace.head
     if view == "lines":
-        update = slider_selection(figures["lines"], h) if "lines" in figures else None
-        return {"lines": update if update is not None else (NO_MARK if h == 0 else None)} if figures else {}
+        update = slider_selection(figures["lines"], h)
+        return {"lines": update if update is not None else (NO_MARK if h == 0 else None)}
     attentions, layer, _ = heads_source(trace)
     marks: dict = {}
     for name, fig in figures.items():
