@@ -175,15 +175,7 @@ def view_panel(settings, head_slot) -> None:
     built in the background while nobody waits (ui.prefetch)."""
     with prefetch.running():
         _view_panel(settings, head_slot)
-    prefetch.schedule(owner=_session())
-
-
-def _session():
-    """This browser tab's session id (its new prefetch replaces the one it queued before), None outside a server."""
-    from streamlit.runtime.scriptrunner import get_script_run_ctx
-
-    ctx = get_script_run_ctx()
-    return None if ctx is None else ctx.session_id
+    prefetch.schedule(owner=compute.session_id())  # its new queue replaces its old one
 
 
 def _view_panel(settings, head_slot) -> None:

@@ -151,3 +151,59 @@ def test_over_budget_when_the_newest_entries_alone_pass_the_budget():
     assert not store.over_budget
     store.get(("capture", "long"), lambda: "C", lambda v: 90)  # each the newest of its kind: both stay
     assert store.over_budget and len(store) == 2
+
+
+def _filled(store, owners: dict):
+    for key, owner in owners.items():
+        store.get(key, lambda key=key: key, lambda value: 10, owner=owner)
+
+
+def test_an_ended_session_s_entries_are_released_and_a_shared_one_stays():
+    store = Store(budget_bytes=10_000)
+    _filled(store, {("trace", "a"): "A", ("trace", "b"): "B", ("figures", "a"): "A", ("trace", "free"): None})
+    store.get(("trace", "b"), lambda: "never", lambda value: 10, owner="A")  # A read B's trace too
+    assert store.owners() == {"A", "B"}
+    assert store.release({"B"}) == 0  # B's only entry is A's as well
+    assert store.release({"A"}) == 30  # A's two, and B's trace that only A still used
+    assert set(store._entries) == {("trace", "free")}  # nobody's entry is left to the budget
+    assert store.owners() == set() and store.release({"A", "B"}) == 0
+
+
+def test_a_peek_with_an_owner_counts_as_a_use_and_eviction_forgets_owners():
+    store = Store(budget_bytes=25)
+    _filled(store, {("trace", "a"): "A"})
+    assert store.peek(("trace", "a"), owner="B") == ("trace", "a") and store.owners() == {"A", "B"}
+    assert store.release({"A"}) == 0 and len(store) == 1
+    _filled(store, {("trace", "b"): "C", ("trace", "c"): "C"})  # 30 bytes of one kind: the oldest goes
+    assert ("trace", "a") not in store._entries and store.owners() == {"C"}
+
+
+def test_the_owned_view_names_its_session_and_passes_everything_else_through():
+    from ui.store import Owned
+
+    store = Store(budget_bytes=100)
+    mine = Owned(store, "A")
+    assert mine.get(("trace", "a"), lambda: 1, lambda value: 10) == 1 and mine.peek(("trace", "a")) == 1
+    assert store.owners() == {"A"} and mine.nbytes == 10 and mine.misses == 1
+    assert store.release({"A"}) == 10 and len(mine) == 0
+
+
+def test_the_sweep_releases_only_what_the_runtime_says_ended(monkeypatch):
+    from ui import sweep
+
+    trims = []
+    monkeypatch.setattr(sweep, "trim_heap", lambda: trims.append(1) or True)
+    store = Store(budget_bytes=10_000)
+    _filled(store, {("trace", "a"): "A", ("trace", "b"): "B"})
+    assert sweep.sweep_once(store, None) == (0, 0)  # outside a server: nothing
+    assert sweep.sweep_once(store, lambda owner: True) == (0, 0) and not trims
+    assert sweep.sweep_once(store, lambda owner: owner == "A") == (1, 10) and trims == [1]
+    assert set(store._entries) == {("trace", "a")}
+
+
+def test_outside_a_server_there_is_no_runtime_to_ask_and_trimming_is_safe():
+    from ui import sweep
+    from ui.sizes import trim_heap
+
+    assert sweep.runtime_alive() is None
+    assert trim_heap() in (True, False)

@@ -26,8 +26,7 @@ from dataclasses import astuple, replace
 import numpy as np
 import streamlit as st
 
-from attention_core import lab, pipeline
-from attention_core.analysis import VARIANCE_SAMPLES
+from attention_core import pipeline
 from attention_core.request import TraceRequest, validate
 from viz.summaries import overview_by_head as overview_by_head  # re-exported: tests and callers read it here
 from viz.summaries import overviews_by_head
@@ -88,11 +87,30 @@ def token_budget(facts) -> int:
 
 
 @st.cache_resource(show_spinner=False)
-def store():
-    """The one byte-bounded cache of captures, traces and summaries in this server (see ui/store.py)."""
+def shared_store():
+    """The one byte-bounded cache of captures, traces and summaries in this server (see ui/store.py), with
+    its sweeper, which lets go of what ended sessions held (ui/sweep.py)."""
+    from . import sweep
     from .store import Store
 
-    return Store(int(CACHE_MB * 2**20))
+    made = Store(int(CACHE_MB * 2**20))
+    sweep.start(made)
+    return made
+
+
+def session_id():
+    """This browser tab's session id, None outside a server's script run (a prefetch thread, a script)."""
+    from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+    ctx = get_script_run_ctx()
+    return None if ctx is None else ctx.session_id
+
+
+def store():
+    """The shared store as this session uses it: what it reads is remembered as its own (ui/store.py Owned)."""
+    from .store import Owned
+
+    return Owned(shared_store(), session_id())
 
 
 @st.cache_resource(max_entries=3, show_spinner=False)
@@ -360,32 +378,3 @@ def rollout(trace, request: TraceRequest) -> np.ndarray | None:
 
 def _nbytes_value(value) -> int:
     return int(getattr(value, "nbytes", 0))
-
-
-@st.cache_data(show_spinner=False)
-def variance_curve(max_power: int = 10, samples: int = VARIANCE_SAMPLES, seed: int = 0):
-    from attention_core import analysis
-
-    return analysis.dot_product_variance(tuple(2**p for p in range(max_power + 1)), samples=samples, seed=seed)
-
-
-@st.cache_data(show_spinner=False)
-def saturation_curve(num_keys: int = 16, seed: int = 0):
-    from attention_core import analysis
-
-    return analysis.saturation_vs_dk(tuple(2**p for p in range(10)), num_keys=num_keys, seed=seed)
-
-
-@st.cache_data(show_spinner=False)
-def sparse_entries(window: int, stride: int):
-    return lab.sparse_mask_entries(window=window, stride=stride)
-
-
-@st.cache_data(show_spinner=False)
-def sparse_reach(window: int, stride: int, n: int = 2048):
-    return lab.sparse_reach(n, window=window, stride=stride)
-
-
-def cost_table(ns: tuple[int, ...], device: str):
-    with heavy():
-        return lab.cost_table(ns, device=device)

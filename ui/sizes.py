@@ -42,3 +42,15 @@ def return_freed_memory() -> bool:
         return bool(ctypes.CDLL("libc.so.6").mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES))
     except (OSError, AttributeError):  # not glibc (macOS, musl): nothing to do
         return False
+
+
+def trim_heap() -> bool:
+    """Hand the free pages of every malloc arena back to the system (glibc's ``malloc_trim(0)``): many
+    sessions' runs leave the heaps of their threads holding freed small objects (figures, messages) that the
+    mapping threshold above does not cover. True when it returned memory; False elsewhere or when none."""
+    try:
+        import ctypes
+
+        return bool(ctypes.CDLL("libc.so.6").malloc_trim(0))
+    except (OSError, AttributeError):
+        return False

@@ -18,6 +18,11 @@ arrays are freed only by Python's cycle collector, which runs after enough new o
 bytes. Left to it, a 1,024-token SmolLM2 session kept about 170 MB of dead figures per recompute (RSS
 1.9 -> 2.6 GB over six changes). So once evictions pass ``collect_bytes`` (32 MB), the store runs ``gc.collect()``
 (outside its lock; about 1 ms once the server has frozen its long-lived objects: ``freeze_long_lived``).
+
+Entries remember which sessions used them (``owner``: a session id, or None for a caller outside a session).
+When sessions end, ``release(ended)`` lets go of every entry no live session used (``ui/sweep.py`` asks the
+runtime which ended): thirty visitors who leave no longer keep their texts' traces and figures until other
+values push them out. Entries no session owns (built outside one) are left to the byte budget.
 """
 
 from __future__ import annotations
@@ -44,17 +49,20 @@ class Store:
         self.collect_bytes = int(collect_bytes)  # evicted bytes after which the cycle collector runs
         self._evicted = 0  # bytes evicted since it last ran
         self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._owners: dict[Hashable, set] = {}  # key -> the sessions that used it (absent: nobody's, kept)
         self._lock = threading.Lock()  # guards _entries and _computing
         self._computing: dict[Hashable, threading.Lock] = {}
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: Hashable, compute: Callable[[], Any], size: Callable[[Any], int]) -> Any:
-        """The value for ``key``: cached, or ``compute()`` once (its bytes by ``size(value)``)."""
+    def get(self, key: Hashable, compute: Callable[[], Any], size: Callable[[Any], int], owner: Hashable = None) -> Any:
+        """The value for ``key``: cached, or ``compute()`` once (its bytes by ``size(value)``); ``owner``
+        (a session id) is remembered as one of its users (see ``release``)."""
         while True:
             with self._lock:
                 if key in self._entries:
                     self._entries.move_to_end(key)
+                    self._own(key, owner)
                     self.hits += 1
                     return self._entries[key][0]
                 running = self._computing.get(key)
@@ -75,6 +83,7 @@ class Store:
                 self.misses += 1
                 self._entries[key] = (value, nbytes)
                 self._entries.move_to_end(key)
+                self._own(key, owner)
                 self._evict()
                 collect = self._collect_due()
             if collect:
@@ -85,11 +94,40 @@ class Store:
                 self._computing.pop(key, None)
             running.release()
 
-    def peek(self, key: Hashable) -> Any:
-        """The value for ``key`` if it is cached, else None (never computes; does not count as a use)."""
+    def peek(self, key: Hashable, owner: Hashable = None) -> Any:
+        """The value for ``key`` if it is cached, else None (never computes; not a use for the LRU order, but
+        ``owner``, when given, is remembered as a user)."""
         with self._lock:
             entry = self._entries.get(key)
+            if entry is not None:
+                self._own(key, owner)
         return None if entry is None else entry[0]
+
+    def _own(self, key: Hashable, owner: Hashable) -> None:  # callers hold the lock
+        if owner is not None:
+            self._owners.setdefault(key, set()).add(owner)
+
+    def owners(self) -> set:
+        """Every session that used an entry still held."""
+        with self._lock:
+            return set().union(*self._owners.values())
+
+    def release(self, ended: set) -> int:
+        """Forget the ``ended`` sessions; drop every entry that only they used (and run the cycle collector
+        when that freed anything). Returns the bytes dropped."""
+        freed = 0
+        with self._lock:
+            for key in list(self._owners):
+                users = self._owners[key]
+                users -= ended
+                if users:
+                    continue
+                del self._owners[key]
+                if key in self._entries:
+                    freed += self._entries.pop(key)[1]
+        if freed:
+            gc.collect()
+        return freed
 
     def _evict(self, room_for: Hashable = _NO_KIND) -> None:
         """Least recently used first while over the budget, but the newest entry of each kind (``key[0]`` for
@@ -106,6 +144,7 @@ class Store:
             if total + expected <= self.budget_bytes:
                 break
             freed = self._entries.pop(key)[1]
+            self._owners.pop(key, None)
             total -= freed
             self._evicted += freed
 
@@ -135,6 +174,7 @@ class Store:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._owners.clear()
 
 
 _frozen = threading.Lock()  # guards FROZEN
@@ -154,3 +194,24 @@ def freeze_long_lived() -> None:
         gc.collect()
         gc.freeze()
         FROZEN.append(gc.get_freeze_count())
+
+
+class Owned:
+    """The store as one session sees it: ``get`` and ``peek`` name that session as a user (see ``release``);
+    everything else is the store's own. Handed to the prefetch worker, it keeps naming the session that
+    queued the job."""
+
+    def __init__(self, store: Store, owner: Hashable) -> None:
+        self.store, self.owner = store, owner
+
+    def get(self, key: Hashable, compute: Callable[[], Any], size: Callable[[Any], int]) -> Any:
+        return self.store.get(key, compute, size, owner=self.owner)
+
+    def peek(self, key: Hashable) -> Any:
+        return self.store.peek(key, owner=self.owner)
+
+    def __len__(self) -> int:  # dunders are looked up on the class, not through __getattr__
+        return len(self.store)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)

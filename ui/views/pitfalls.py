@@ -12,7 +12,7 @@ from viz.pitfalls import cost_figure, permutation_figure, saturation_figure, tem
 from viz.positional import position_similarity_figure, positional_heatmap
 from viz.sparse import mask_patterns_figure, sparse_cost_figure
 
-from .. import compute
+from .. import lab_data
 from ..settings import PITFALL_TABS, Settings
 from ..text import plain
 from . import claims, kvcache, tiled
@@ -40,13 +40,13 @@ def _scaling(trace: ModelTrace, settings: Settings) -> None:
         "variance grows like **d_k**. Dividing by **√d_k** brings it back to about 1."
     )
     st.latex(r"\mathrm{Var}(q\cdot k) = d_k \qquad \mathrm{Var}\!\left(\frac{q\cdot k}{\sqrt{d_k}}\right) = 1")
-    v = compute.variance_curve()
+    v = lab_data.variance_curve()
     figure(variance_figure(v.d_k, v.unscaled, v.scaled, theme=theme), "variance")
     st.markdown(
         "Large scores push softmax to a one-hot row. Its Jacobian **diag(p) − ppᵀ** then goes to zero, so the "
         "gradient that reaches the scores (and W^Q, W^K) vanishes: the unscaled curves below fall as d_k grows."
     )
-    s = compute.saturation_curve()
+    s = lab_data.saturation_curve()
     figure(
         saturation_figure(
             s.x,
@@ -111,10 +111,10 @@ def _cost(trace: ModelTrace, settings: Settings) -> None:
     ns = tuple(n for n in (32, 64, 128, 256, 512, 1024, 2048) if n <= top)
     device = settings.device if settings.device != "auto" else None
     if st.button("Measure now", key="cost_run", help="Runs the core at each n on this device and plots the result."):
-        st.session_state["cost_table"] = compute.cost_table(ns, device or "cpu")
+        st.session_state["cost_table"] = lab_data.cost_table(ns, device or "cpu")
     table = st.session_state.get("cost_table")
     if table is None:  # a first small measurement, once per session (not on every rerun of the view)
-        table = st.session_state["cost_table"] = compute.cost_table(tuple(n for n in ns if n <= 256), device or "cpu")
+        table = st.session_state["cost_table"] = lab_data.cost_table(tuple(n for n in ns if n <= 256), device or "cpu")
     figure(
         cost_figure(
             table.n,
@@ -187,8 +187,8 @@ def _sparse(trace: ModelTrace, settings: Settings) -> None:
     c1, c2 = st.columns(2)
     window = c1.slider("Window w", 2, 128, 32, key="sparse_window")
     stride = c2.slider("Stride s", 2, 128, 32, key="sparse_stride")
-    cost = compute.sparse_entries(window, stride)
-    reach = compute.sparse_reach(window, stride)
+    cost = lab_data.sparse_entries(window, stride)
+    reach = lab_data.sparse_reach(window, stride)
     layers = (
         f"**{reach.layers_to_all} stacked layers** connect every query to every earlier token"
         if reach.layers_to_all is not None
