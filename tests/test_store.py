@@ -207,3 +207,14 @@ def test_outside_a_server_there_is_no_runtime_to_ask_and_trimming_is_safe():
 
     assert sweep.runtime_alive() is None
     assert trim_heap() in (True, False)
+
+
+def test_the_sweep_drops_the_prefetch_jobs_an_ended_session_queued(monkeypatch):
+    from ui import prefetch, sweep
+
+    monkeypatch.setattr(sweep, "trim_heap", lambda: True)
+    monkeypatch.setattr(prefetch, "_queue", prefetch.deque([("A", None), ("B", None), ("A", None)]))
+    store = Store(budget_bytes=10_000)
+    _filled(store, {("trace", "a"): "A", ("trace", "b"): "B"})
+    assert sweep.sweep_once(store, lambda owner: owner == "B") == (1, 10)
+    assert list(prefetch._queue) == [("B", None)]

@@ -131,6 +131,16 @@ def schedule(owner: Hashable = None) -> int:
     return len(jobs)
 
 
+def drop(owners: set) -> int:
+    """Forget the queued jobs of these sessions (they ended: ui/sweep.py); returns how many were dropped."""
+    with _lock:
+        kept = [queued for queued in _queue if queued[0] not in owners]
+        dropped = len(_queue) - len(kept)
+        _queue.clear()
+        _queue.extend(kept)
+    return dropped
+
+
 def _take_ready():
     """Remove and return the first queued job whose quiet time has passed with no run in progress (a costly view
     waiting for a longer pause does not hold up the cheap jobs queued after it); None while none may start.

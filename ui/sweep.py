@@ -1,6 +1,6 @@
 """Let go of what ended sessions held: every few seconds, ask Streamlit's runtime which of the sessions the
-shared store remembers are no longer connected, drop the entries only they used (``Store.release``), and
-hand the freed heap back to the system (``trim_heap``).
+shared store remembers are no longer connected, drop the entries only they used (``Store.release``) and the
+prefetch jobs they queued, and hand the freed heap back to the system (``trim_heap``).
 
 Without it, thirty visitors who read thirty texts and left kept the store full (its 512 MB budget) until
 other values pushed their entries out: the server's RSS stayed about 300 MB above one warm session's.
@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable
 
+from . import prefetch
 from .sizes import trim_heap
 
 SWEEP_S = float(os.environ.get("ATTENTION_LENS_SWEEP_S", "2"))  # seconds between looks
@@ -42,6 +43,7 @@ def sweep_once(store, alive: Callable[[Hashable], bool] | None) -> tuple[int, in
     ended = {owner for owner in store.owners() if not alive(owner)}
     if not ended:
         return 0, 0
+    prefetch.drop(ended)  # what they queued would only be built to be released at the next look
     freed = store.release(ended)
     trim_heap()
     log.info("released %.1f MB held only by %d ended session(s)", freed / 2**20, len(ended))
