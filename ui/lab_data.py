@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from attention_core import lab
+from attention_core import analysis, lab
 from attention_core.analysis import VARIANCE_SAMPLES
 
 from .policy import heavy
@@ -13,15 +13,11 @@ from .policy import heavy
 
 @st.cache_data(show_spinner=False)
 def variance_curve(max_power: int = 10, samples: int = VARIANCE_SAMPLES, seed: int = 0):
-    from attention_core import analysis
-
     return analysis.dot_product_variance(tuple(2**p for p in range(max_power + 1)), samples=samples, seed=seed)
 
 
 @st.cache_data(show_spinner=False)
 def saturation_curve(num_keys: int = 16, seed: int = 0):
-    from attention_core import analysis
-
     return analysis.saturation_vs_dk(tuple(2**p for p in range(10)), num_keys=num_keys, seed=seed)
 
 

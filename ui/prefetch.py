@@ -121,9 +121,7 @@ def schedule(owner: Hashable = None) -> int:
     global _worker
     with _lock:
         if owner is not None:
-            kept = [queued for queued in _queue if queued[0] != owner]
-            _queue.clear()
-            _queue.extend(kept)
+            _drop_locked({owner})
         _queue.extend(jobs)
         if jobs and (_worker is None or not _worker.is_alive()):
             _worker = threading.Thread(target=_work, name="attention-lens-prefetch", daemon=True)
@@ -134,10 +132,14 @@ def schedule(owner: Hashable = None) -> int:
 def drop(owners: set) -> int:
     """Forget the queued jobs of these sessions (they ended: ui/sweep.py); returns how many were dropped."""
     with _lock:
-        kept = [queued for queued in _queue if queued[0] not in owners]
-        dropped = len(_queue) - len(kept)
-        _queue.clear()
-        _queue.extend(kept)
+        return _drop_locked(owners)
+
+
+def _drop_locked(owners: set) -> int:  # the caller holds ``_lock``
+    kept = [queued for queued in _queue if queued[0] not in owners]
+    dropped = len(_queue) - len(kept)
+    _queue.clear()
+    _queue.extend(kept)
     return dropped
 
 
