@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 
@@ -130,14 +131,14 @@ def apply_theme(fig: go.Figure, theme: str = "screen") -> go.Figure:
     return fig
 
 
-def themed_figure(traces: list, layout: dict, theme: str = "screen") -> go.Figure:
+def themed_figure(traces: list, layout: dict, theme: str = "screen", *, validate: bool = True) -> go.Figure:
     """``go.Figure(traces, layout)`` styled as ``apply_theme`` would style it, in one construction.
 
     Building a heatmap by ``add_trace``, ``update_xaxes`` and ``update_layout`` and then ``apply_theme`` went
     through plotly's property machinery a few hundred times (about 20 ms a figure on a 2-core machine); the
     same figure from plain dicts costs about a third of that. ``traces`` are dicts or plotly trace objects,
     ``layout`` a dict; both are changed in place. The result equals the step-by-step figure's ``to_dict()``
-    (tests/test_viz_themed.py)."""
+    (tests/test_viz_themed.py). ``validate=False``: the traces are taken as given (``unvalidated_figure``)."""
     spec = theme_spec(theme)
     traces = [trace if isinstance(trace, dict) else trace.to_plotly_json() for trace in traces]
     _merge(layout, _layout_style(spec))
@@ -152,7 +153,22 @@ def themed_figure(traces: list, layout: dict, theme: str = "screen") -> go.Figur
     layout["meta"] = {**(layout.get("meta") if isinstance(layout.get("meta"), dict) else {}), "theme": theme}
     if theme != "screen" or pio.templates.default != "attention_lens_screen":
         layout["template"] = pio.templates[f"attention_lens_{theme}"]
-    return go.Figure(data=traces, layout=layout)
+    return go.Figure(data=traces, layout=layout) if validate else unvalidated_figure(traces, layout)
+
+
+def unvalidated_figure(traces: list[dict], layout: dict) -> go.Figure:
+    """``go.Figure(data=traces, layout=layout)`` with the traces taken as given, not through plotly's validators
+    (``_validate=False``); the layout (small; named colour scales become lists there) is validated as before.
+
+    Validating every property of every trace was most of a many-trace figure's build (71 of 81 ms for the
+    attention lines' hundred traces at 16 tokens). The traces must be what the validated build keeps, property
+    for property: the tests compare the JSON with the validated, step-by-step figures (tests/test_viz_lines.py).
+    numpy arrays are copied, as the validators copy them, so a figure kept in the store holds no view of a trace."""
+    for trace in traces:
+        for name, value in trace.items():
+            if isinstance(value, np.ndarray):
+                trace[name] = np.array(value)
+    return go.Figure(data=traces, layout=go.Layout(layout), _validate=False)
 
 
 def _layout_style(spec: ThemeSpec) -> dict:
