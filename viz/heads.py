@@ -10,10 +10,20 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from .checks import as_array, as_mask, check_labels
-from .heatmaps import add_block_matrix, add_matrix, colour_axis, style_axis, wants_values
+from .grid_traces import grid_layout, grid_traces
+from .heatmaps import (
+    DISPLAY_MAX,
+    add_block_matrix,
+    add_matrix,
+    axis_settings,
+    colour_axis,
+    style_axis,
+    wants_values,
+)
+from .matrix_traces import matrix_traces
 from .selection import panel_title, selected_cell
 from .stats import SHORT_NAMES, STATISTICS, overview_matrix
-from .theme import SEQUENTIAL_OTHER, apply_theme
+from .theme import SEQUENTIAL_OTHER, apply_theme, themed_figure
 
 GRID_TICKS_MAX = 12  # token ticks on the outer panels of the grid up to this many tokens
 GRID_DISPLAY_MAX = 96  # a panel shows at most this many cells per side (about its pixels); above, block means
@@ -126,21 +136,32 @@ def head_grid(
     mask = as_mask("mask", mask, (rows, cols))
     grid_rows, grid_cols = grid_shape(heads, columns)
     titles = [panel_title(h, selected) for h in range(heads)]
+    spacing = (0.02 + 0.04 / grid_cols, min(0.12, 0.35 / grid_rows))
+    layer_text = "" if layer is None else f"layer {layer}: "
+    shape = f"({rows} queries × {cols} keys)"
+    if max(rows, cols) <= GRID_DISPLAY_MAX:  # every cell exact: from plain dicts in one go
+        layout = grid_layout(grid_rows, grid_cols, spacing, tuple(titles))
+        traces = grid_traces(layout, weights, mask, grid_cols, query_tokens, key_tokens, GRID_TICKS_MAX)
+        layout.update(
+            title=dict(text=title if title is not None else f"{layer_text}all {heads} heads   {shape}"),
+            coloraxis=colour_axis("sequential", title="weight", zmin=0.0, zmax=1.0),
+            height=140 + PANEL_HEIGHT * grid_rows,
+        )
+        return themed_figure(traces, layout, theme, validate=False)
     fig = make_subplots(
         rows=grid_rows,
         cols=grid_cols,
         subplot_titles=titles,
-        horizontal_spacing=0.02 + 0.04 / grid_cols,
-        vertical_spacing=min(0.12, 0.35 / grid_rows),
+        horizontal_spacing=spacing[0],
+        vertical_spacing=spacing[1],
     )
     block = 1
     for h in range(heads):
         block = _head_panel(fig, weights[h], h, (grid_rows, grid_cols, heads), mask, query_tokens, key_tokens)
-    layer_text = "" if layer is None else f"layer {layer}: "
     fig.update_layout(
         title_text=title
         if title is not None
-        else f"{layer_text}all {heads} heads   ({rows} queries × {cols} keys)"
+        else f"{layer_text}all {heads} heads   {shape}"
         + (
             f"<br><sup>each cell: the mean of a {block}×{block} block (exact values: one head's views and CSV)</sup>"
             if block > 1
@@ -205,6 +226,39 @@ def layer_head_map(
     return fig
 
 
+def layer_head_spec(
+    values: np.ndarray,
+    *,
+    name: str,
+    value_name: str,
+    value_format: str,
+    head_title: str,
+    selected: tuple[int, int] | None = None,
+    show_values: bool | None = None,
+) -> tuple[list, dict]:
+    """(traces, layout) of ``layer_head_map`` as plain dicts, for a map of at most ``DISPLAY_MAX`` a side."""
+    layers, heads = values.shape
+    traces, _ = matrix_traces(
+        values,
+        row_name="layer",
+        col_name="head",
+        value_name=value_name,
+        name=name,
+        show_values=wants_values(values.shape, show_values) and heads <= 16,
+        value_format=value_format,
+        blocked_text="",
+    )
+    yaxis = axis_settings("y", layers, title="layer")
+    xaxis = axis_settings("x", heads, title=head_title)
+    xaxis.update(tickmode="array", tickvals=list(range(heads)), ticktext=[str(h) for h in range(heads)])
+    if layers <= 40:
+        yaxis.update(tickmode="array", tickvals=list(range(layers)), ticktext=[str(i) for i in range(layers)])
+    layout = dict(yaxis=yaxis, xaxis=xaxis)
+    if selected is not None:
+        layout["shapes"] = [selected_cell(*selected)]
+    return traces, layout
+
+
 def statistic_overview(
     values,
     statistic: str,
@@ -219,24 +273,20 @@ def statistic_overview(
         raise ValueError(f"unknown statistic {statistic!r}; choose one of {tuple(STATISTICS)}")
     values = as_array("values", values, 2)
     layers, heads = values.shape
-    fig = layer_head_map(
-        values,
-        name="overview",
-        value_name=STATISTICS[statistic],
-        value_format=".2f",
-        head_title="head",
-        selected=selected,
-        show_values=show_values,
-    )
     axis = colour_axis(SEQUENTIAL_OTHER, title=SHORT_NAMES[statistic])
-    axis["colorbar"].update(title_side="top")
+    axis["colorbar"]["title"]["side"] = "top"
     if statistic in {"max_weight", "previous_token", "first_token"}:
         axis.update(cmin=0.0, cmax=1.0)
-    fig.update_layout(
-        title_text=title if title is not None else f"Every head: {STATISTICS[statistic]}",
-        coloraxis=axis,
-        height=min(1000, max(420, 160 + 34 * layers)),
-    )
+    text = title if title is not None else f"Every head: {STATISTICS[statistic]}"
+    height = min(1000, max(420, 160 + 34 * layers))
+    options = dict(name="overview", value_name=STATISTICS[statistic], value_format=".2f", head_title="head",
+                   selected=selected, show_values=show_values)  # fmt: skip
+    if max(layers, heads) <= DISPLAY_MAX:  # from plain dicts in one go
+        traces, layout = layer_head_spec(values, **options)
+        layout.update(title=dict(text=text), coloraxis=axis, height=height)
+        return themed_figure(traces, layout, theme, validate=False)
+    fig = layer_head_map(values, **options)
+    fig.update_layout(title_text=text, coloraxis=axis, height=height)
     return apply_theme(fig, theme)
 
 

@@ -141,15 +141,15 @@ def themed_figure(traces: list, layout: dict, theme: str = "screen", *, validate
     (tests/test_viz_themed.py). ``validate=False``: the traces are taken as given (``unvalidated_figure``)."""
     spec = theme_spec(theme)
     traces = [trace if isinstance(trace, dict) else trace.to_plotly_json() for trace in traces]
-    _merge(layout, _layout_style(spec))
+    merge(layout, _layout_style(spec))
     for name in ("xaxis", "yaxis", *(key for key in layout if key[1:5] == "axis" and key[5:].isdigit())):
-        _merge(layout.setdefault(name, {}), _axis_style(spec))
+        merge(layout.setdefault(name, {}), _axis_style(spec))
     for annotation in layout.get("annotations", ()):
         if annotation.get("name") != "fixed-size":
-            _merge(annotation, dict(font=dict(size=spec.subtitle_size)))
+            merge(annotation, dict(font=dict(size=spec.subtitle_size)))
     for trace in traces:
         if _has_cell_text(trace.get("type"), trace.get("texttemplate"), trace.get("name")):
-            _merge(trace, dict(textfont=dict(size=spec.cell_text_size)))
+            merge(trace, dict(textfont=dict(size=spec.cell_text_size)))
     layout["meta"] = {**(layout.get("meta") if isinstance(layout.get("meta"), dict) else {}), "theme": theme}
     if theme != "screen" or pio.templates.default != "attention_lens_screen":
         layout["template"] = pio.templates[f"attention_lens_{theme}"]
@@ -193,11 +193,11 @@ def _has_cell_text(kind: str | None, texttemplate, name: str | None) -> bool:
     return bool((kind == "heatmap" and texttemplate) or (kind == "scatter" and (name or "").endswith("masked values")))
 
 
-def _merge(target: dict, updates: dict) -> None:
+def merge(target: dict, updates: dict) -> None:
     """``updates`` into ``target`` as plotly's ``update`` does: nested dicts merged, other values replaced."""
     for key, value in updates.items():
         if isinstance(value, dict) and isinstance(target.get(key), dict):
-            _merge(target[key], value)
+            merge(target[key], value)
         else:
             target[key] = value
 
