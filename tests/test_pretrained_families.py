@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 import torch
 
@@ -79,6 +81,34 @@ def test_replay_from_captured_qkv_matches(tiny):
     diffs = replay(captured)
     assert [d.layer for d in diffs] == [0, 1]
     assert all(d.weights <= TOLERANCE and d.output <= TOLERANCE for d in diffs), diffs
+
+
+def test_replay_in_one_call_or_a_group_at_a_time_gives_the_same_check(tiny, monkeypatch):
+    """``_groups``: a short input replays a layer in one call, a long one a key/value group at a time; every query
+    head lands in exactly one call with its own kv head, and the reported differences do not depend on the split."""
+    replay_module = importlib.import_module(
+        "attention_core.pretrained.replay"
+    )  # the module (the package exports the function)
+
+    _, _, _, captured = tiny
+    layer = captured.layers[0]
+    heads, kv_heads = layer.q.shape[0], layer.k.shape[0]
+    per = heads // kv_heads
+    cells = layer.q.shape[1] * layer.k.shape[1]
+    for budget, calls in ((1 << 22, 1), (per * cells, kv_heads), (1, kv_heads)):
+        groups = replay_module._groups(layer, budget)
+        assert len(groups) == calls
+        covered = [h for q, _ in groups for h in range(heads)[q]]
+        assert covered == list(range(heads))
+        assert all(q.start // per == kv.start and q.stop // per == kv.stop for q, kv in groups)
+    together = replay(captured)
+    monkeypatch.setattr(replay_module, "REPLAY_CELLS", 1)  # one kv group per call, as for a long input
+    apart = replay(captured)
+    assert [(d.layer, d.weights <= TOLERANCE, d.output <= TOLERANCE) for d in apart] == [
+        (d.layer, True, True) for d in together
+    ]
+    for one, other in zip(together, apart, strict=True):
+        assert abs(one.weights - other.weights) <= TOLERANCE and abs(one.output - other.output) <= TOLERANCE
 
 
 def test_replay_from_hidden_matches(tiny):

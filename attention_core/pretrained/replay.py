@@ -40,17 +40,30 @@ def replay_layer(capture: Capture, layer: int) -> SDPATrace:
     )
 
 
-def _groups(captured: LayerCapture) -> list[tuple[slice, slice]]:
-    """(query heads, key/value heads) of each key/value head: the heads that share it (grouped-query)."""
-    per = captured.q.shape[0] // captured.k.shape[0]
-    return [(slice(j * per, (j + 1) * per), slice(j, j + 1)) for j in range(captured.k.shape[0])]
+REPLAY_CELLS = 1 << 22  # weights (heads x L x S) replayed in one call at most (16 MB of float32 per step)
+
+
+def _groups(captured: LayerCapture, cells: int | None = None) -> list[tuple[slice, slice]]:
+    """(query heads, key/value heads) of each call: as many whole key/value groups (a kv head and the query
+    heads that share it) as keep the (heads, L, S) weights within ``cells`` (default ``REPLAY_CELLS``), and at least one group.
+
+    A short input replays a layer in one call (MiniLM at 16 tokens: 12 calls per layer before, each a dozen
+    torch operations); a long one a group at a time, so few (H, L, S) intermediates are alive at once."""
+    cells = REPLAY_CELLS if cells is None else cells
+    heads, rows = captured.q.shape[0], captured.q.shape[-2]
+    groups, keys = captured.k.shape[0], captured.k.shape[-2]
+    per = heads // groups
+    step = max(1, cells // max(1, per * rows * keys))  # kv groups per call
+    return [
+        (slice(j * per, min(j + step, groups) * per), slice(j, min(j + step, groups))) for j in range(0, groups, step)
+    ]
 
 
 def replay(capture: Capture) -> tuple[ReplayDiff, ...]:
     """Per captured layer: max |difference| of the weights (H, L, S) and the head outputs (H, L, Ev).
 
-    One key/value group of heads at a time (heads are independent): the same numbers as one call over
-    every head, with a fraction of the (H, L, S) intermediates alive at once.
+    Heads are independent: a long input goes one key/value group of heads at a time, with a fraction of the
+    (H, L, S) intermediates alive at once; a short one goes in one call (``_groups``).
     """
     diffs = []
     for captured in capture.layers:
@@ -59,12 +72,12 @@ def replay(capture: Capture) -> tuple[ReplayDiff, ...]:
         weights = output = 0.0
         for heads, kv in _groups(captured):
             trace = scaled_dot_product_attention(
-                captured.q[heads],  # (r, L, E)
-                captured.k[kv],  # (1, S, E)
-                captured.v[kv],  # (1, S, Ev)
+                captured.q[heads],  # (g r, L, E)  g kv groups, r query heads each
+                captured.k[kv],  # (g, S, E)
+                captured.v[kv],  # (g, S, Ev)
                 attn_mask=captured.mask,
                 scale=captured.scale,
-                enable_gqa=captured.q[heads].shape[0] != 1,
+                enable_gqa=captured.q[heads].shape[0] != captured.k[kv].shape[0],
             )
             weights = max(weights, max_difference(trace.weights, captured.attentions[heads]))
             output = max(output, max_difference(trace.output, captured.attn_output[heads]))
@@ -97,7 +110,7 @@ def replay_from_hidden(capture: Capture, layer: int) -> MultiHeadTrace:
 
 
 def _group_projection(projection: ProjectionWeights, heads: slice, kv: slice) -> ProjectionWeights:
-    """The columns of W^Q/W^K/W^V (and biases) that belong to one key/value group of heads."""
+    """The columns of W^Q/W^K/W^V (and biases) that belong to the key/value groups ``kv`` and their query ``heads``."""
     e_q = projection.w_q.shape[1] // projection.num_heads
     e_v = projection.w_v.shape[1] // projection.kv_heads
     q_cols = slice(heads.start * e_q, heads.stop * e_q)
@@ -112,7 +125,7 @@ def _group_projection(projection: ProjectionWeights, heads: slice, kv: slice) ->
         w_k=projection.w_k[:, k_cols],
         w_v=projection.w_v[:, v_cols],
         num_heads=heads.stop - heads.start,
-        num_kv_heads=1,
+        num_kv_heads=kv.stop - kv.start,
         b_q=cut(projection.b_q, q_cols),
         b_k=cut(projection.b_k, k_cols),
         b_v=cut(projection.b_v, v_cols),
@@ -122,8 +135,8 @@ def _group_projection(projection: ProjectionWeights, heads: slice, kv: slice) ->
 def replay_from_hidden_diff(capture: Capture, layer: int) -> ReplayDiff:
     """max |difference| of weights and head outputs when replaying ``layer`` from its input X.
 
-    Computed one key/value group at a time (as ``replay``): the same per-head math as
-    ``replay_from_hidden``, with a fraction of the intermediates alive at once.
+    Computed in the calls ``replay`` makes (``_groups``: one for a short input, a key/value group at a time for a
+    long one): the same per-head math as ``replay_from_hidden``, with a fraction of the intermediates alive at once.
     """
     captured = _captured(capture, layer)
     if captured.hidden_in is None or captured.projection is None or captured.qk_norm:
