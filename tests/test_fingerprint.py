@@ -95,3 +95,13 @@ def test_a_scaling_change_finds_the_projection_figures_built_before(traces, monk
     changed = compute.figures(unscaled, other, "derivation", only=("weights",), **options)
     assert changed is not weights
     assert not np.array_equal(changed["weights"].data[0].z, weights["weights"].data[0].z, equal_nan=True)
+
+
+def test_a_list_of_strings_is_digested_by_its_split_as_well_as_its_characters():
+    """Tokens go in as one update (each string's length, then the characters): a different split, a different
+    digest; the same strings, the same digest; and never the digest of the same strings nested another way."""
+    assert fingerprint(["ab", "c"]) == fingerprint(["ab", "c"]) == fingerprint(("ab", "c"))
+    assert (
+        len({fingerprint(v) for v in (["ab", "c"], ["a", "bc"], ["abc"], ["ab", "c", ""], [["ab", "c"]], "abc")}) == 6
+    )
+    assert fingerprint(["x", 1]) != fingerprint(["x", "1"])  # a mixed list takes the general path

@@ -218,3 +218,29 @@ def test_the_sweep_drops_the_prefetch_jobs_an_ended_session_queued(monkeypatch):
     _filled(store, {("trace", "a"): "A", ("trace", "b"): "B"})
     assert sweep.sweep_once(store, lambda owner: owner == "B") == (1, 10)
     assert list(prefetch._queue) == [("B", None)]
+
+
+def test_the_kept_total_and_each_kinds_newest_follow_every_change():
+    """The store keeps its byte total and each kind's most recently used key as entries come and go (so a call under
+    the budget looks at no entry); after any mix of hits, misses, evictions, releases and a clear they are what a
+    walk over the entries finds, and the newest entry of every kind is never evicted."""
+    import random
+
+    from ui.store import Store, _kind
+
+    rng = random.Random(7)
+    store = Store(budget_bytes=1000)
+    for step in range(600):
+        kind = rng.choice(["capture", "trace", "figures"])
+        key = (kind, rng.randrange(12))
+        size = rng.randrange(1, 400)
+        store.get(key, lambda key=key: key, lambda _v, size=size: size, owner=rng.choice(["a", "b", "c"]))
+        assert key in store._entries, "the value just computed or read stays"
+        if step % 97 == 0:
+            store.release({rng.choice(["a", "b", "c"])})
+        if step == 450:
+            store.clear()
+        entries = store._entries
+        assert store.nbytes == sum(n for _, n in entries.values())
+        for kind_seen in {_kind(k) for k in entries}:
+            assert store._newest_of(kind_seen) == [k for k in entries if _kind(k) == kind_seen][-1]

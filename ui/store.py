@@ -49,6 +49,8 @@ class Store:
         self.collect_bytes = int(collect_bytes)  # evicted bytes after which the cycle collector runs
         self._evicted = 0  # bytes evicted since it last ran
         self._entries: OrderedDict[Hashable, tuple[Any, int]] = OrderedDict()
+        self._total = 0  # bytes of every entry held
+        self._newest: dict[Hashable, Hashable] = {}  # kind -> its most recently used key (see _newest_of)
         self._owners: dict[Hashable, set] = {}  # key -> the sessions that used it (absent: nobody's, kept)
         self._lock = threading.Lock()  # guards _entries and _computing
         self._computing: dict[Hashable, threading.Lock] = {}
@@ -60,11 +62,13 @@ class Store:
         (a session id) is remembered as one of its users (see ``release``)."""
         while True:
             with self._lock:
-                if key in self._entries:
+                entry = self._entries.get(key)
+                if entry is not None:
                     self._entries.move_to_end(key)
+                    self._newest[_kind(key)] = key
                     self._own(key, owner)
                     self.hits += 1
-                    return self._entries[key][0]
+                    return entry[0]
                 running = self._computing.get(key)
                 if running is None:
                     running = self._computing[key] = threading.Lock()
@@ -83,6 +87,8 @@ class Store:
                 self.misses += 1
                 self._entries[key] = (value, nbytes)
                 self._entries.move_to_end(key)
+                self._total += nbytes
+                self._newest[_kind(key)] = key
                 self._own(key, owner)
                 self._evict()
                 collect = self._collect_due()
@@ -124,7 +130,7 @@ class Store:
                     continue
                 del self._owners[key]
                 if key in self._entries:
-                    freed += self._entries.pop(key)[1]
+                    freed += self._pop(key)
         if freed:
             gc.collect()
         return freed
@@ -133,20 +139,37 @@ class Store:
         """Least recently used first while over the budget, but the newest entry of each kind (``key[0]`` for
         tuple keys: a capture, a trace, figures) stays: a long capture is never evicted by the trace built from
         it. ``room_for`` (before a value of that kind is computed): also count the size of that kind's newest
-        entry (what the new value will likely need), and let that entry go too. Callers hold the lock."""
-        newest = {}
-        for key, (_, nbytes) in self._entries.items():  # oldest to newest: the last one seen of each kind wins
-            newest[_kind(key)] = (key, nbytes)
-        expected = newest[room_for][1] if room_for in newest else 0  # the same kind is about the same size
-        keep = {key for kind, (key, _) in newest.items() if kind != room_for}
-        total = sum(n for _, n in self._entries.values())
+        entry (what the new value will likely need), and let that entry go too. Callers hold the lock.
+        Under the budget (most calls) it looks at no entry: the total and each kind's newest are kept as they
+        change (thousands of entries with 30 sessions, and this runs twice for every value computed)."""
+        room_key = self._newest_of(room_for) if room_for is not _NO_KIND else None
+        expected = 0 if room_key is None else self._entries[room_key][1]  # the same kind is about the same size
+        if self._total + expected <= self.budget_bytes:
+            return
+        keep = {self._newest_of(kind) for kind in list(self._newest) if kind != room_for}
         for key in [k for k in self._entries if k not in keep]:
-            if total + expected <= self.budget_bytes:
+            if self._total + expected <= self.budget_bytes:
                 break
-            freed = self._entries.pop(key)[1]
             self._owners.pop(key, None)
-            total -= freed
-            self._evicted += freed
+            self._evicted += self._pop(key)
+
+    def _pop(self, key: Hashable) -> int:
+        """Drop ``key``'s entry (callers hold the lock); its bytes."""
+        nbytes = self._entries.pop(key)[1]
+        self._total -= nbytes
+        return nbytes
+
+    def _newest_of(self, kind: Hashable) -> Hashable | None:
+        """The most recently used key of ``kind`` still held (callers hold the lock); None when none is."""
+        key = self._newest.get(kind)
+        if key is not None and key in self._entries:
+            return key
+        key = next((k for k in reversed(self._entries) if _kind(k) == kind), None)  # it was dropped: look again
+        if key is None:
+            self._newest.pop(kind, None)
+        else:
+            self._newest[kind] = key
+        return key
 
     def _collect_due(self) -> bool:
         """True (and the count restarted) once ``collect_bytes`` were evicted since the last collection."""
@@ -160,12 +183,12 @@ class Store:
         """True when the newest entries of each kind alone hold more than the budget: a new value of a kind
         would then evict the one before it (so building one ahead of need is wasted)."""
         with self._lock:
-            return sum(n for _, n in self._entries.values()) > self.budget_bytes
+            return self._total > self.budget_bytes
 
     @property
     def nbytes(self) -> int:
         with self._lock:
-            return sum(n for _, n in self._entries.values())
+            return self._total
 
     def __len__(self) -> int:
         with self._lock:
@@ -175,6 +198,8 @@ class Store:
         with self._lock:
             self._entries.clear()
             self._owners.clear()
+            self._newest.clear()
+            self._total = 0
 
 
 _frozen = threading.Lock()  # guards FROZEN
