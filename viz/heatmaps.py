@@ -285,7 +285,7 @@ def matrix_figure(values: np.ndarray, matrix: dict, layout: dict, theme: str, ex
         fig.update_layout(layout)
         return apply_theme(fig, theme)
     traces, _ = matrix_traces(values, **matrix)
-    return themed_figure([*traces, *extra], layout, theme)
+    return themed_figure([*traces, *extra], layout, theme, validate=False)
 
 
 def token_matrix_heatmap(

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
+from _plotly_utils.basevalidators import ColorscaleValidator
 
 THEMES = ("screen", "slides")
 
@@ -157,18 +158,29 @@ def themed_figure(traces: list, layout: dict, theme: str = "screen", *, validate
 
 
 def unvalidated_figure(traces: list[dict], layout: dict) -> go.Figure:
-    """``go.Figure(data=traces, layout=layout)`` with the traces taken as given, not through plotly's validators
-    (``_validate=False``); the layout (small; named colour scales become lists there) is validated as before.
+    """``go.Figure(data=traces, layout=layout)`` with the traces and the layout taken as given, not through plotly's
+    validators (``_validate=False``): numpy arrays are copied and named colour scales made lists, as the
+    validators do, and the theme's template set as a plain dict.
 
-    Validating every property of every trace was most of a many-trace figure's build (71 of 81 ms for the
-    attention lines' hundred traces at 16 tokens). The traces must be what the validated build keeps, property
-    for property: the tests compare the JSON with the validated, step-by-step figures (tests/test_viz_lines.py).
-    numpy arrays are copied, as the validators copy them, so a figure kept in the store holds no view of a trace."""
+    Validating every property was most of a many-trace figure's build (71 of 81 ms for the attention lines'
+    hundred traces at 16 tokens; then the layout's slider steps and a grid's twelve subplots). What is given must be
+    what the validated build keeps, property for property: the tests compare the JSON with the validated,
+    step-by-step figures (tests/test_viz_lines.py, test_viz_grid.py, test_viz_overview.py). The arrays are copies, so
+    a figure kept in the store holds no view of a trace."""
     for trace in traces:
         for name, value in trace.items():
             if isinstance(value, np.ndarray):
                 trace[name] = np.array(value)
-    return go.Figure(data=traces, layout=go.Layout(layout), _validate=False)
+    for name, axis in layout.items():
+        if name.startswith("coloraxis") and isinstance(axis, dict) and isinstance(axis.get("colorscale"), str):
+            axis["colorscale"] = _COLORSCALE.validate_coerce(axis["colorscale"])
+    template = layout.get("template")
+    if template is not None and not isinstance(template, dict):
+        layout["template"] = template.to_plotly_json()
+    return go.Figure(data=traces, layout=layout, _validate=False)
+
+
+_COLORSCALE = ColorscaleValidator("colorscale", "layout.coloraxis")  # plotly's own: a name -> [[0.0, colour], ...]
 
 
 def _layout_style(spec: ThemeSpec) -> dict:
