@@ -14,11 +14,11 @@ template of every figure, so what a figure shows does not depend on the default 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
-from _plotly_utils.basevalidators import ColorscaleValidator
 
 THEMES = ("screen", "slides")
 
@@ -173,14 +173,17 @@ def unvalidated_figure(traces: list[dict], layout: dict) -> go.Figure:
                 trace[name] = np.array(value)
     for name, axis in layout.items():
         if name.startswith("coloraxis") and isinstance(axis, dict) and isinstance(axis.get("colorscale"), str):
-            axis["colorscale"] = _COLORSCALE.validate_coerce(axis["colorscale"])
+            axis["colorscale"] = [list(stop) for stop in _named_colorscale(axis["colorscale"])]
     template = layout.get("template")
     if template is not None and not isinstance(template, dict):
         layout["template"] = template.to_plotly_json()
     return go.Figure(data=traces, layout=layout, _validate=False)
 
 
-_COLORSCALE = ColorscaleValidator("colorscale", "layout.coloraxis")  # plotly's own: a name -> [[0.0, colour], ...]
+@lru_cache(maxsize=16)
+def _named_colorscale(name: str) -> tuple:
+    """A named colour scale as plotly's validator makes it ([[0.0, colour], ...]), once per name."""
+    return tuple(tuple(stop) for stop in go.layout.Coloraxis(colorscale=name).colorscale)
 
 
 def _layout_style(spec: ThemeSpec) -> dict:
