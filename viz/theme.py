@@ -139,7 +139,7 @@ def themed_figure(traces: list, layout: dict, theme: str = "screen", *, validate
     through plotly's property machinery a few hundred times (about 20 ms a figure on a 2-core machine); the
     same figure from plain dicts costs about a third of that. ``traces`` are dicts or plotly trace objects,
     ``layout`` a dict; both are changed in place. The result equals the step-by-step figure's ``to_dict()``
-    (tests/test_viz_themed.py). ``validate=False``: the traces are taken as given (``unvalidated_figure``)."""
+    (tests/test_viz_themed.py). ``validate=False``: traces and layout are taken as given (``unvalidated_figure``)."""
     spec = theme_spec(theme)
     traces = [trace if isinstance(trace, dict) else trace.to_plotly_json() for trace in traces]
     merge(layout, _layout_style(spec))
