@@ -91,10 +91,22 @@ def _token_columns(query_tokens: Sequence[str], key_tokens: Sequence[str], query
     shown_right = list(range(0, cols, max(1, int(np.ceil(cols / LABELS_MAX)))))
     column = dict(type="scatter", mode="text", hoverinfo="skip", showlegend=False)
     return [
-        dict(column, x=[0.0] * len(shown_left), y=shown_left, text=[labels_left[i] for i in shown_left],
-             textposition="middle left", name="queries"),  # fmt: skip
-        dict(column, x=[1.0] * len(shown_right), y=shown_right, text=[labels_right[j] for j in shown_right],
-             textposition="middle right", name="keys"),  # fmt: skip
+        dict(
+            column,
+            x=[0.0] * len(shown_left),
+            y=shown_left,
+            text=[labels_left[i] for i in shown_left],
+            textposition="middle left",
+            name="queries",
+        ),  # fmt: skip
+        dict(
+            column,
+            x=[1.0] * len(shown_right),
+            y=shown_right,
+            text=[labels_right[j] for j in shown_right],
+            textposition="middle right",
+            name="keys",
+        ),  # fmt: skip
     ]
 
 
