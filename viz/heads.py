@@ -12,15 +12,14 @@ from plotly.subplots import make_subplots
 from .checks import as_array, as_mask, check_labels
 from .grid_traces import grid_layout, grid_traces
 from .heatmaps import (
-    DISPLAY_MAX,
     add_block_matrix,
     add_matrix,
     axis_settings,
     colour_axis,
+    matrix_figure,
     style_axis,
     wants_values,
 )
-from .matrix_traces import matrix_traces
 from .selection import panel_title, selected_cell
 from .stats import SHORT_NAMES, STATISTICS, overview_matrix
 from .theme import SEQUENTIAL_OTHER, apply_theme, themed_figure
@@ -191,41 +190,6 @@ def head_overview(
     return statistic_overview(values, statistic, selected=selected, show_values=show_values, title=title, theme=theme)
 
 
-def layer_head_map(
-    values: np.ndarray,
-    *,
-    name: str,
-    value_name: str,
-    value_format: str,
-    head_title: str,
-    selected: tuple[int, int] | None = None,
-    show_values: bool | None = None,
-) -> go.Figure:
-    """A (layers, H) matrix as a layer x head heatmap with integer ticks; ``selected`` = (layer, head) outlined.
-    Shared by the statistic overview and the ablation map (the caller adds colours, title and theme)."""
-    layers, heads = values.shape
-    fig = go.Figure()
-    add_matrix(
-        fig,
-        values,
-        row_name="layer",
-        col_name="head",
-        value_name=value_name,
-        name=name,
-        show_values=wants_values(values.shape, show_values) and heads <= 16,
-        value_format=value_format,
-        blocked_text="",
-    )
-    style_axis(fig, "y", layers, title="layer")
-    style_axis(fig, "x", heads, title=head_title)
-    fig.update_xaxes(tickmode="array", tickvals=list(range(heads)), ticktext=[str(h) for h in range(heads)])
-    if layers <= 40:
-        fig.update_yaxes(tickmode="array", tickvals=list(range(layers)), ticktext=[str(i) for i in range(layers)])
-    if selected is not None:
-        fig.add_shape(**selected_cell(*selected))
-    return fig
-
-
 def layer_head_spec(
     values: np.ndarray,
     *,
@@ -235,11 +199,11 @@ def layer_head_spec(
     head_title: str,
     selected: tuple[int, int] | None = None,
     show_values: bool | None = None,
-) -> tuple[list, dict]:
-    """(traces, layout) of ``layer_head_map`` as plain dicts, for a map of at most ``DISPLAY_MAX`` a side."""
+) -> tuple[dict, dict]:
+    """(``add_matrix`` / ``matrix_traces`` options, layout) of a (layers, H) layer x head map: integer ticks on both
+    axes, ``selected`` = (layer, head) outlined. Shared by the statistic overview and the ablation map."""
     layers, heads = values.shape
-    traces, _ = matrix_traces(
-        values,
+    matrix = dict(
         row_name="layer",
         col_name="head",
         value_name=value_name,
@@ -256,7 +220,16 @@ def layer_head_spec(
     layout = dict(yaxis=yaxis, xaxis=xaxis)
     if selected is not None:
         layout["shapes"] = [selected_cell(*selected)]
-    return traces, layout
+    return matrix, layout
+
+
+def layer_head_map(values: np.ndarray, **options) -> go.Figure:
+    """``layer_head_spec`` as a figure the caller goes on styling (colours, title, theme): the ablation map."""
+    matrix, layout = layer_head_spec(values, **options)
+    fig = go.Figure()
+    add_matrix(fig, values, **matrix)
+    fig.update_layout(layout)
+    return fig
 
 
 def statistic_overview(
@@ -272,22 +245,17 @@ def statistic_overview(
     if statistic not in STATISTICS:
         raise ValueError(f"unknown statistic {statistic!r}; choose one of {tuple(STATISTICS)}")
     values = as_array("values", values, 2)
-    layers, heads = values.shape
+    layers = values.shape[0]
     axis = colour_axis(SEQUENTIAL_OTHER, title=SHORT_NAMES[statistic])
     axis["colorbar"]["title"]["side"] = "top"
     if statistic in {"max_weight", "previous_token", "first_token"}:
         axis.update(cmin=0.0, cmax=1.0)
     text = title if title is not None else f"Every head: {STATISTICS[statistic]}"
     height = min(1000, max(420, 160 + 34 * layers))
-    options = dict(name="overview", value_name=STATISTICS[statistic], value_format=".2f", head_title="head",
-                   selected=selected, show_values=show_values)  # fmt: skip
-    if max(layers, heads) <= DISPLAY_MAX:  # from plain dicts in one go
-        traces, layout = layer_head_spec(values, **options)
-        layout.update(title=dict(text=text), coloraxis=axis, height=height)
-        return themed_figure(traces, layout, theme, validate=False)
-    fig = layer_head_map(values, **options)
-    fig.update_layout(title_text=text, coloraxis=axis, height=height)
-    return apply_theme(fig, theme)
+    matrix, layout = layer_head_spec(values, name="overview", value_name=STATISTICS[statistic], value_format=".2f",
+                                     head_title="head", selected=selected, show_values=show_values)  # fmt: skip
+    layout.update(title=dict(text=text), coloraxis=axis, height=height)
+    return matrix_figure(values, matrix, layout, theme)  # from plain dicts in one go
 
 
 def overview_values(attentions, statistic: str) -> np.ndarray:
