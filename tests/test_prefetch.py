@@ -221,3 +221,20 @@ def test_the_next_query_is_a_store_hit_in_the_query_inspector(monkeypatch):
     at.run()
     assert not at.exception and not at.error
     assert compute.store().misses == misses  # the step-through of query 4 was built before the click
+
+
+def test_a_build_in_the_background_thread_logs_no_missing_context_warning(monkeypatch):
+    """The prefetch thread has no ScriptRunContext: looking up the session id there is expected, and must not
+    write Streamlit's "missing ScriptRunContext" warning to the server log once per figure built."""
+    from streamlit.runtime.scriptrunner_utils import script_run_context
+
+    warned = []
+    monkeypatch.setattr(script_run_context._LOGGER, "warning", lambda *args, **kw: warned.append(args))
+    seen = []
+    worker = threading.Thread(target=lambda: seen.append(compute.session_id()), name="attention-lens-prefetch")
+    worker.start()
+    worker.join()
+    assert seen == [None]
+    assert warned == []
+    script_run_context.get_script_run_ctx()  # the check can fail: without suppress_warning it does warn
+    assert len(warned) == 1

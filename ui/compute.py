@@ -102,7 +102,7 @@ def session_id():
     """This browser tab's session id, None outside a server's script run (a prefetch thread, a script)."""
     from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-    ctx = get_script_run_ctx()
+    ctx = get_script_run_ctx(suppress_warning=True)  # a prefetch thread has none: no warning in the log per build
     return None if ctx is None else ctx.session_id
 
 
