@@ -238,3 +238,35 @@ def test_a_build_in_the_background_thread_logs_no_missing_context_warning(monkey
     assert warned == []
     script_run_context.get_script_run_ctx()  # the check can fail: without suppress_warning it does warn
     assert len(warned) == 1
+
+
+def test_what_a_background_job_stores_on_the_way_belongs_to_the_session_that_queued_it(monkeypatch):
+    """A prefetched figure may store what it is made of (a summary) through ``compute.store()`` on the builder
+    thread. That entry is the queuing session's, like the figure: the sweeper's release of that session drops
+    both, instead of leaving the inner one to the byte budget (as an entry nobody owns)."""
+    monkeypatch.setattr(prefetch, "NEIGHBOURS", 1)
+    prefetch._noted.calls = []
+    shared = Store(2**20)
+    monkeypatch.setattr(compute, "shared_store", lambda: shared)
+    seen = []
+
+    def job(head):
+        def build():
+            seen.append(compute.session_id())
+            inner = compute.store().get(("summary", head), lambda: [head], lambda value: 8)
+            return {"head": head, "inner": inner}
+
+        return ("figures", head), build
+
+    from ui.store import Owned
+
+    with prefetch.running():
+        prefetch.note(Owned(shared, "tab-1"), job, lambda value: 8, 3, 12)
+        assert prefetch.schedule(owner="tab-1") == 2
+    assert prefetch.wait_idle(10)
+    assert seen == ["tab-1", "tab-1"]
+    assert prefetch.acting_owner() is None  # not on the builder thread
+    assert {key for key in shared._entries} == {("figures", 2), ("figures", 4), ("summary", 2), ("summary", 4)}
+    assert shared.owners() == {"tab-1"}
+    shared.release({"tab-1"})
+    assert len(shared) == 0

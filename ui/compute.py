@@ -99,11 +99,12 @@ def shared_store():
 
 
 def session_id():
-    """This browser tab's session id, None outside a server's script run (a prefetch thread, a script)."""
+    """This browser tab's session id; on the prefetch thread, the session whose job it builds
+    (``prefetch.acting_owner``); None outside a server's script run otherwise (a script, AppTest's helpers)."""
     from streamlit.runtime.scriptrunner import get_script_run_ctx
 
     ctx = get_script_run_ctx(suppress_warning=True)  # a prefetch thread has none: no warning in the log per build
-    return None if ctx is None else ctx.session_id
+    return prefetch.acting_owner() if ctx is None else ctx.session_id
 
 
 def store():

@@ -52,6 +52,7 @@ _last_end = 0.0  # time.monotonic() when the last of them ended
 _queue: deque = deque(maxlen=QUEUE_MAX)
 _worker: threading.Thread | None = None
 _noted = threading.local()  # the figure calls of the script run on this thread
+_acting = threading.local()  # the session whose job the builder thread is running (``acting_owner``)
 built = 0  # figure calls built in the background (tests and the benchmark read it)
 
 
@@ -167,14 +168,24 @@ def _work() -> None:
         if job is None:
             time.sleep(IDLE_POLL_S)
             continue
-        _, store, key, build, size, _ = job
+        owner, store, key, build, size, _ = job
         if store.peek(key) is not None or store.over_budget:
             continue
+        _acting.owner = owner
         try:
             store.get(key, build, size)
             built += 1
         except Exception:  # noqa: BLE001 - a prefetch that fails costs nothing: the click builds it and says why
             continue
+        finally:
+            _acting.owner = None
+
+
+def acting_owner() -> Hashable:
+    """On the builder thread, the session that queued the job being built (None elsewhere, or between jobs):
+    what the job stores on the way (a summary a figure needs) is that session's too, so the sweeper
+    (ui/sweep.py) lets it go when the session ends instead of leaving it to the store's byte budget."""
+    return getattr(_acting, "owner", None)
 
 
 def wait_idle(timeout: float = 30.0) -> bool:
