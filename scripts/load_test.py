@@ -56,6 +56,10 @@ SIGNATURE = """() => { const box = document.querySelector('.st-key-fig_weights .
     const charts = [...document.querySelectorAll('.js-plotly-plot')].filter(el => el.data && !el.style.opacity);
     const g = charts.find(el => el.data[0] && el.data[0].name === 'weights') || charts[0];
     return g ? JSON.stringify(g.data.map(t => t.z || t.y || null)) : ''; }"""
+# Streamlit's frontend disables every widget while its websocket is not CONNECTED: a click that times out on a
+# disabled control says which state the page's connection was in (report section 7, "thirteenth").
+CONNECTION = """() => { const e = document.querySelector('[data-test-connection-state]');
+    return e ? e.getAttribute('data-test-connection-state') : 'unknown'; }"""
 ERRORS_IN_PAGE = """() => document.querySelectorAll(
     '[data-testid="stException"], [data-testid="stAlertContentError"]').length"""
 
@@ -114,6 +118,14 @@ async def _wait_change(page, before: str, timeout_s: float) -> str | None:
     return None
 
 
+async def _connection(page) -> str:
+    """The page's connection state as Streamlit's frontend shows it (CONNECTED, or why not)."""
+    try:
+        return str(await page.evaluate(CONNECTION))
+    except Exception as err:  # noqa: BLE001 - a closed page has no state to read
+        return f"unreadable ({type(err).__name__})"
+
+
 async def _open(browser, url: str, sentence: str, view: str, timeout_s: float):
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
     page = await context.new_page()
@@ -133,7 +145,8 @@ async def _session(index: int, page, signature: str, stop_at: float, state: dict
             await page.get_by_text(label, exact=True).first.click(timeout=timeout_s * 1000)
             changed = await _wait_change(page, signature, timeout_s)
         except Exception as err:  # noqa: BLE001 - every failure is counted, the run goes on
-            state["errors"].append(f"session {index}: {type(err).__name__}: {str(err)[:200]}")
+            connection = await _connection(page)
+            state["errors"].append(f"session {index} (connection {connection}): {type(err).__name__}: {str(err)[:200]}")
             changed = None
         if changed is None:
             state["errors"].append(f"session {index}: the chart did not update after '{label}'")

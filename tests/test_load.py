@@ -42,3 +42,26 @@ def test_ten_sessions_for_a_minute():
     assert numbers["min_updates_per_session"] >= 1  # every session was answered
     assert numbers["rss_after_mb"] <= numbers["rss_peak_mb"]
     assert numbers["rss_after_mb"] - numbers["rss_baseline_mb"] < RETAINED_MB, numbers
+
+
+def test_a_failed_click_reports_the_page_s_connection_state():
+    """A click that times out on a disabled control (Streamlit disables every widget while its websocket is not
+    CONNECTED) is reported with the connection state the page showed, or why it could not be read."""
+    import asyncio
+
+    engine = _engine()
+
+    class Page:
+        def __init__(self, answer):
+            self.answer, self.asked = answer, []
+
+        async def evaluate(self, script):
+            self.asked.append(script)
+            if isinstance(self.answer, Exception):
+                raise self.answer
+            return self.answer
+
+    page = Page("DISCONNECTED_FOREVER")
+    assert asyncio.run(engine._connection(page)) == "DISCONNECTED_FOREVER"
+    assert page.asked == [engine.CONNECTION] and "data-test-connection-state" in engine.CONNECTION
+    assert asyncio.run(engine._connection(Page(RuntimeError("page closed")))) == "unreadable (RuntimeError)"
