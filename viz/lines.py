@@ -89,24 +89,16 @@ def _token_columns(query_tokens: Sequence[str], key_tokens: Sequence[str], query
         labels_left = [f"<b>{t}</b>" if i == query else t for i, t in enumerate(labels_left)]
     shown_left = list(range(0, rows, max(1, int(np.ceil(rows / LABELS_MAX)))))
     shown_right = list(range(0, cols, max(1, int(np.ceil(cols / LABELS_MAX)))))
-    column = dict(type="scatter", mode="text", hoverinfo="skip", showlegend=False)
+
+    def column(x: float, shown: list[int], labels: list[str], side: str, name: str) -> dict:
+        return dict(
+            type="scatter", mode="text", hoverinfo="skip", showlegend=False, x=[x] * len(shown), y=shown,
+            text=[labels[i] for i in shown], textposition=f"middle {side}", name=name,
+        )  # fmt: skip
+
     return [
-        dict(
-            column,
-            x=[0.0] * len(shown_left),
-            y=shown_left,
-            text=[labels_left[i] for i in shown_left],
-            textposition="middle left",
-            name="queries",
-        ),  # fmt: skip
-        dict(
-            column,
-            x=[1.0] * len(shown_right),
-            y=shown_right,
-            text=[labels_right[j] for j in shown_right],
-            textposition="middle right",
-            name="keys",
-        ),  # fmt: skip
+        column(0.0, shown_left, labels_left, "left", "queries"),
+        column(1.0, shown_right, labels_right, "right", "keys"),
     ]
 
 
