@@ -94,7 +94,9 @@ def test_a_scaling_change_finds_the_projection_figures_built_before(traces, monk
     weights = compute.figures(base, request, "derivation", only=("weights",), **options)
     changed = compute.figures(unscaled, other, "derivation", only=("weights",), **options)
     assert changed is not weights
-    assert not np.array_equal(changed["weights"].data[0].z, weights["weights"].data[0].z, equal_nan=True)
+    assert not np.array_equal(
+        changed["weights"].figure().data[0].z, weights["weights"].figure().data[0].z, equal_nan=True
+    )
 
 
 def test_a_list_of_strings_is_digested_by_its_split_as_well_as_its_characters():

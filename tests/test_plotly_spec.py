@@ -102,3 +102,46 @@ def test_packed_arrays_are_raw_bytes_at_aligned_offsets_and_the_digest_follows_t
 def test_plain_json_unpacks_as_it_is():
     text = plotly_own(small_figure())
     assert plotly_spec.unpack(text) == json.loads(text)
+
+
+def test_a_figure_kept_as_sent_is_the_same_figure_and_marks_the_same_way():
+    """``Sent`` (what ui.compute.figures keeps): the bytes ``spec_bytes`` makes, the figure built again from them
+    with plotly's own JSON and numpy arrays, and the same head marks from its sliders as from the Figure's."""
+    from attention_core.pipeline import run_trace
+    from attention_core.request import TraceRequest
+    from viz.selection import slider_selection
+    from viz.views import figures_for_trace
+
+    trace = run_trace(TraceRequest(text="The cat sat on the mat."))  # the bundled MiniLM
+    sliders = 0
+    for view, options in (("derivation", {}), ("compare", {}), ("heads", {"only": ("head_grid", "head_flip")})):
+        figures = figures_for_trace(trace, view, **options)
+        for name, sent in plotly_spec.kept(figures).items():
+            fig = figures[name]
+            assert isinstance(sent, plotly_spec.Sent) and sent.packed == plotly_spec.pack(json.loads(plotly_own(fig)))
+            assert plotly_spec.json_bytes(sent) == len(sent.packed)
+            again = plotly_spec.plotly_figure(sent)
+            assert again is not plotly_spec.plotly_figure(sent)  # a new one each time: a download may change it
+            assert json.loads(plotly_own(again)) == json.loads(plotly_own(fig)), (view, name)
+            assert isinstance(again.data[0].z, np.ndarray), (view, name)
+            for step in range(-1, trace.core.num_heads + 1):
+                assert slider_selection(sent, step) == slider_selection(fig, step), (view, name, step)
+            sliders += bool(fig.layout.sliders)
+    assert sliders >= 1  # the flip chart's slider was compared
+    fig = small_figure()
+    assert plotly_spec.plotly_figure(fig) is fig
+    assert plotly_spec.kept({"w": plotly_spec.Sent(fig)})["w"].packed == plotly_spec.spec_bytes(fig)
+
+
+def test_the_shared_store_keeps_figures_as_bytes_not_plotly_objects():
+    """ui.compute.figures keeps each figure as ``Sent``: thirty visitors' plotly Figures were millions of small
+    objects for the cycle collector to walk and for the allocator to keep after they left."""
+    from attention_core.request import TraceRequest
+    from ui import compute
+
+    request = TraceRequest(text="The cat sat on the mat.")
+    trace = compute.trace_for(request)
+    for view, options in (("derivation", {"head": 0}), ("compare", {"head": 0}), ("heads", {"only": ("head_grid",)})):
+        figures = compute.figures(trace, request, view, theme="screen", show_values=None, **options)
+        assert figures and all(isinstance(fig, plotly_spec.Sent) for fig in figures.values()), view
+        assert not any(isinstance(fig, go.Figure) for fig in figures.values())

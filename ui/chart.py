@@ -27,7 +27,7 @@ import streamlit as st
 import streamlit.components.v1 as components
 
 from . import plotly_js
-from .plotly_spec import spec_bytes, with_update
+from .plotly_spec import Sent, spec_bytes, with_update
 
 PLOT_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
 FOLDER = Path(__file__).resolve().parent / "components" / "lens_chart"
@@ -80,6 +80,8 @@ def figure_bytes(fig, update=None) -> bytes:
     """What is sent for ``fig``: a plain plotly Figure's packed spec (made once), else plotly's JSON of it.
     ``update`` (``viz.selection``: the chosen head's mark) follows a packed spec as is (the browser applies it),
     else is applied here."""
+    if isinstance(fig, Sent):  # kept in the store as sent (ui.compute.figures)
+        return with_update(fig.packed, update)
     if type(fig) is go.Figure:
         return with_update(spec_bytes(fig), update)
     if update is not None:

@@ -261,7 +261,7 @@ def figures(
         else:
             made_of = numbers_key(request)
         key = ("figures", made_of, None if every_head else at.head, view, tuple(sorted(shown.items())))
-        return key, lambda: plotly_spec.prepare(figures_for_trace(at, view, **_resolved(opts)))  # with the JSON
+        return key, lambda: plotly_spec.kept(figures_for_trace(at, view, **_resolved(opts)))  # as sent
 
     key, build = job(trace.head)
     if ahead:
@@ -295,8 +295,8 @@ def _resolved(options: dict) -> dict:  # a callable ``precomputed`` (a view buil
 def _figures_bytes(figs: dict) -> int:
     total = 0
     for fig in figs.values():
-        total += plotly_spec.json_bytes(fig)  # the JSON kept for the browser (ui.chart)
-        for data in fig.data:
+        total += plotly_spec.json_bytes(fig)  # the bytes kept for the browser (ui.chart)
+        for data in () if isinstance(fig, plotly_spec.Sent) else fig.data:
             for name in ("z", "x", "y", "customdata", "text"):
                 value = getattr(data, name, None)
                 if value is not None:

@@ -36,9 +36,11 @@ import hashlib
 import json
 import struct
 
+import numpy as np
 import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.basedatatypes import convert_to_base64  # plotly.py's own step of to_dict (from _plotly_utils)
+from plotly.io.json import to_json_plotly
 
 _ATTRIBUTE = "_attention_lens_json"  # where a figure keeps its JSON (underscore: plotly allows it)
 
@@ -220,5 +222,54 @@ def prepare(figs: dict) -> dict:
 
 def json_bytes(fig) -> int:
     """Bytes of what is kept on ``fig`` to send (0 before it was shown or prepared)."""
+    if isinstance(fig, Sent):
+        return len(fig.packed)
     kept = getattr(fig, _ATTRIBUTE, None)
     return 0 if kept is None else len(kept)
+
+
+class Sent:
+    """A figure kept as what the browser is sent: ``pack``'s bytes, and its sliders as plain JSON (the steps
+    ``viz.selection.slider_selection`` reads to mark a head). ``figure()`` builds the plotly Figure again from the
+    bytes, for a download: the same figure (tests/test_plotly_spec.py compares their JSON).
+
+    Why not keep the plotly Figure: a Figure is thousands of small Python objects (its traces, their property
+    dicts and validators, every slider step), about 14,000 allocator blocks for one 64-token set of views. Thirty
+    visitors kept about 3,000 Figures at once, 2.5 million blocks; the cycle collector walked them all on every
+    full pass (0.1-0.3 s with every session waiting), and Python's allocator kept the pages they had filled after
+    the visitors left (benchmarks/REPORT.md section 7, "fourteenth"). Bytes are one object each."""
+
+    __slots__ = ("packed", "sliders")
+
+    def __init__(self, fig: go.Figure) -> None:
+        spec = _spec(fig)
+        sliders = spec["layout"].get("sliders")
+        self.sliders = json.loads(to_json_plotly(sliders)) if sliders else []
+        self.packed = getattr(fig, _ATTRIBUTE, None) or pack(spec)
+
+    def figure(self) -> go.Figure:
+        """The plotly Figure these bytes draw, its arrays numpy arrays again (a new one each call: downloads
+        change theirs)."""
+        meta = _meta(self.packed)
+        start, size = meta["figure"]
+        spec = json.loads(self.packed[start : start + size])
+        for path, offset, size in meta["buffers"]:
+            holder = spec
+            for step in path[:-1]:
+                holder = holder[step]
+            typed = holder[path[-1]]  # plotly's {"dtype", "bdata", "shape"}, its bytes sent apart
+            dtype = np.dtype(typed["dtype"]).newbyteorder("<")
+            array = np.frombuffer(self.packed, dtype=dtype, count=size // dtype.itemsize, offset=offset)
+            shape = typed.get("shape")
+            holder[path[-1]] = array.reshape([int(n) for n in str(shape).split(",")]) if shape else array
+        return go.Figure(spec)
+
+
+def kept(figs: dict) -> dict:
+    """name -> ``Sent`` for each figure of ``figs``: what ``ui.compute.figures`` keeps in the shared store."""
+    return {name: fig if isinstance(fig, Sent) else Sent(fig) for name, fig in figs.items()}
+
+
+def plotly_figure(fig):
+    """A plotly Figure for ``fig``: a ``Sent`` one built again from its bytes, any other figure as it is."""
+    return fig.figure() if isinstance(fig, Sent) else fig

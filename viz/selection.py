@@ -47,17 +47,22 @@ def cell_selection(layer: int, head: int) -> Update:
     return {}, {"shapes": [selected_cell(layer, head)]}
 
 
-def slider_selection(fig: go.Figure, step: int) -> Update | None:
+def slider_selection(fig, step: int) -> Update | None:
     """A figure whose first slider flips heads (``viz.flip.head_flip``, ``viz.lines.attention_lines_flip``):
     what clicking step ``step`` does (that step's own ``update`` arguments, as plotly.js applies them) and the
-    slider moved there. None when the figure has no such slider (it then shows one head only)."""
-    sliders = fig.layout.sliders
-    if not sliders or not 0 <= step < len(sliders[0].steps):
+    slider moved there. None when the figure has no such slider (it then shows one head only).
+
+    ``fig``: a plotly Figure, or a figure kept as it is sent (``ui.plotly_spec.Sent``), whose ``sliders`` are
+    plotly's JSON of them."""
+    sliders = [s.to_plotly_json() for s in fig.layout.sliders] if isinstance(fig, go.Figure) else fig.sliders
+    steps = (sliders[0].get("steps") or []) if sliders else []
+    if not 0 <= step < len(steps):
         return None
-    chosen = sliders[0].steps[step]
-    if chosen.method != "update" or len(chosen.args) != 2:
+    chosen = steps[step]
+    args = chosen.get("args") or []
+    if chosen.get("method") != "update" or len(args) != 2:
         return None
-    restyle, relayout = (copy.deepcopy(dict(part)) for part in chosen.args)
+    restyle, relayout = (copy.deepcopy(dict(part)) for part in args)
     return restyle, {**relayout, "sliders[0].active": step}
 
 

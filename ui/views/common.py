@@ -20,6 +20,7 @@ from viz.views import matrices_for_trace
 
 from .. import compute
 from ..chart import draw
+from ..plotly_spec import plotly_figure
 
 NO_BROWSER = (
     "SVG and slide PNG are drawn on the server by kaleido, which needs a Chromium browser there, and none "
@@ -74,7 +75,7 @@ def csv_bytes(matrix: np.ndarray, rows, cols) -> bytes:
 def _image(fig, fmt: str, update=None):
     def make() -> bytes:
         try:  # a copy (figures are shared), marked as drawn (viz.selection)
-            return viz_export.figure_image(apply_theme(marked(fig, update), "slides"), fmt)
+            return viz_export.figure_image(apply_theme(marked(plotly_figure(fig), update), "slides"), fmt)
         except Exception as err:  # the browser vanished or crashed mid-way: a readable file, never a crash
             return f"Could not render {fmt.upper()}: {type(err).__name__}: {err}".encode()
 
