@@ -126,9 +126,25 @@ async def _connection(page) -> str:
         return f"unreadable ({type(err).__name__})"
 
 
+# The page's console errors (Streamlit's frontend logs why it gave its connection up, e.g. "Failed to process a
+# Websocket message"), by page: a failed click's error sample carries the last one.
+CONSOLE_ERRORS: dict[int, list[str]] = {}
+
+
+def _watch_console(page) -> None:
+    errors = CONSOLE_ERRORS.setdefault(id(page), [])
+    page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+
+
+def _last_console_error(page) -> str:
+    errors = CONSOLE_ERRORS.get(id(page)) or []
+    return f"; last console error: {errors[-1][:300]}" if errors else ""
+
+
 async def _open(browser, url: str, sentence: str, view: str, timeout_s: float):
     context = await browser.new_context(viewport={"width": 1280, "height": 900})
     page = await context.new_page()
+    _watch_console(page)
     address = f"{url}/?text={quote(sentence)}" + (f"&view={view}" if view != "derivation" else "")
     await page.goto(address, timeout=timeout_s * 1000)  # the same allowance as the first chart (not playwright's 30 s)
     signature = await _wait_change(page, "", timeout_s)
@@ -146,7 +162,10 @@ async def _session(index: int, page, signature: str, stop_at: float, state: dict
             changed = await _wait_change(page, signature, timeout_s)
         except Exception as err:  # noqa: BLE001 - every failure is counted, the run goes on
             connection = await _connection(page)
-            state["errors"].append(f"session {index} (connection {connection}): {type(err).__name__}: {str(err)[:200]}")
+            state["errors"].append(
+                f"session {index} (connection {connection}): {type(err).__name__}: {str(err)[:200]}"
+                + _last_console_error(page)
+            )
             changed = None
         if changed is None:
             state["errors"].append(f"session {index}: the chart did not update after '{label}'")

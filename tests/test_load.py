@@ -65,3 +65,27 @@ def test_a_failed_click_reports_the_page_s_connection_state():
     assert asyncio.run(engine._connection(page)) == "DISCONNECTED_FOREVER"
     assert page.asked == [engine.CONNECTION] and "data-test-connection-state" in engine.CONNECTION
     assert asyncio.run(engine._connection(Page(RuntimeError("page closed")))) == "unreadable (RuntimeError)"
+
+
+def test_a_failed_click_carries_the_page_s_last_console_error():
+    """Streamlit's frontend logs why it gave its connection up (a websocket message it could not process) as a
+    console error: a failed click's sample carries the page's last one, and nothing from other pages or levels."""
+    from types import SimpleNamespace
+
+    engine = _engine()
+
+    class Page:
+        def on(self, event, handler):
+            self.event, self.handler = event, handler
+
+    page, other = Page(), Page()
+    engine._watch_console(page)
+    engine._watch_console(other)
+    assert page.event == "console" and engine._last_console_error(page) == ""
+    page.handler(SimpleNamespace(type="error", text="Failed to process a Websocket message. Cached ForwardMsg MISS"))
+    page.handler(SimpleNamespace(type="warning", text="Heartbeat ack not received"))
+    other.handler(SimpleNamespace(type="error", text="another page"))
+    assert (
+        engine._last_console_error(page)
+        == "; last console error: Failed to process a Websocket message. Cached ForwardMsg MISS"
+    )

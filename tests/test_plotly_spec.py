@@ -145,3 +145,26 @@ def test_the_shared_store_keeps_figures_as_bytes_not_plotly_objects():
         figures = compute.figures(trace, request, view, theme="screen", show_values=None, **options)
         assert figures and all(isinstance(fig, plotly_spec.Sent) for fig in figures.values()), view
         assert not any(isinstance(fig, go.Figure) for fig in figures.values())
+
+
+def test_a_download_of_a_figure_kept_as_sent_renders_the_figure_as_drawn(monkeypatch):
+    """The SVG / PNG of a stored figure (ui.views.common._image) is made from the figure built again from its
+    bytes, with the chosen head's mark applied: the same figure the plotly Figure and its mark gave before."""
+    from attention_core.pipeline import run_trace
+    from attention_core.request import TraceRequest
+    from ui.views import common
+    from viz import export as viz_export
+    from viz.selection import marked, slider_selection
+    from viz.theme import apply_theme
+    from viz.views import figures_for_trace
+
+    rendered = []
+    monkeypatch.setattr(viz_export, "figure_image", lambda fig, fmt, **kw: rendered.append((fig, fmt)) or b"image")
+    trace = run_trace(TraceRequest(text="The cat sat on the mat."))
+    fig = figures_for_trace(trace, "heads", only=("head_flip",))["head_flip"]
+    update = slider_selection(fig, 2)
+    assert update is not None
+    assert common._image(plotly_spec.Sent(fig), "svg", update)() == b"image"
+    (drawn, fmt), expected = rendered[0], apply_theme(marked(fig, update), "slides")
+    assert fmt == "svg" and json.loads(plotly_own(drawn)) == json.loads(plotly_own(expected))
+    assert drawn.layout.sliders[0].active == 2
