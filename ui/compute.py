@@ -235,7 +235,8 @@ def figures(
     trace, request: TraceRequest, view: str, *, ahead: bool | float = False, every_head: bool | None = None, **options
 ) -> dict:
     """``viz.views.figures_for_trace`` once per numbers, head, view and options, shared by every session
-    (a class opening the same link, a teacher going back to a head): treat the figures as read-only.
+    (a class opening the same link, a teacher going back to a head), each kept as the bytes sent
+    (``plotly_spec.Sent``; ``.figure()`` builds the plotly Figure again).
     The derivation's are kept by a digest of what they are built from (``viz.views.derivation_key``): a step
     whose numbers a change left alone (Q after a new mask) is the figure shown before, not rebuilt.
     ``ahead``: a view not shown; queued for the background builder (``ui.prefetch``; a callable ``precomputed`` is

@@ -5,6 +5,7 @@ same figure objects again (a head change whose figures were prefetched, a rerun 
 they show). Encoding a figure is ``fig.to_dict()`` (a deep copy of every array, then base64) and
 ``plotly.io.to_json`` on the result: about 0.2 s of a 64-token derivation rerun when it was done on every
 run. ``spec_bytes(fig)`` makes it once, on first use, and keeps it on the figure; ``ui.chart`` sends it.
+Since the fourteenth session the store keeps only those bytes (``Sent``), not the Figure they came from.
 
 What is sent (``pack``): plotly's own JSON for the figure (``plotly.io.to_json(fig.to_dict(),
 validate=False)``, made without ``to_dict``'s deep copy: ``spec_json``), except that each typed array's

@@ -18,6 +18,8 @@ arrays are freed only by Python's cycle collector, which runs after enough new o
 bytes. Left to it, a 1,024-token SmolLM2 session kept about 170 MB of dead figures per recompute (RSS
 1.9 -> 2.6 GB over six changes). So once evictions pass ``collect_bytes`` (32 MB), the store runs ``gc.collect()``
 (outside its lock; about 1 ms once the server has frozen its long-lived objects: ``freeze_long_lived``).
+Figures are now kept as the bytes sent (``ui.plotly_spec.Sent``), which are freed at once; traces and the
+closures around them can still be cycles.
 
 Entries remember which sessions used them (``owner``: a session id, or None for a caller outside a session).
 When sessions end, ``release(ended)`` lets go of every entry no live session used (``ui/sweep.py`` asks the
