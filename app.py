@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import streamlit as st
+from streamlit.errors import StreamlitInvalidLayoutContextError
 
 from attention_core.device import configure_threads, pick_device
 from attention_core.pretrained import DEFAULT_MODEL, ModelLoadError
@@ -127,22 +128,65 @@ def main() -> None:
         _show_fixes(fixes)
         st.error(plain(str(err), 600), icon=":material/warning:")
         return
-    fixes += sidebar.fit_to_model(loaded.facts, len(cap.tokens.labels))
     _show_fixes(fixes)
-    with st.sidebar:
-        head_slot = sidebar.controls(loaded.facts, len(cap.tokens.labels))
-    settings = replace(sidebar.read_settings(model), text=text)
-    st.query_params.from_dict(to_query_params(settings))
     if len(text) > URL_TEXT_CHARS:
         st.caption(f"The page's link keeps only the first {URL_TEXT_CHARS:,} characters of the text.")
+    with st.sidebar:  # where the numbers panel and the view draw their controls (containers outside them)
+        slots = sidebar.layer_and_head_slots()
+        controls_box = st.container()
+    numbers_panel(model, text, loaded.facts, len(cap.tokens.labels), _sizes(), (*slots, controls_box))
 
+
+def _sizes() -> tuple[int, int]:
+    """The two settings that decide the capture itself (how many tokens): main() computes it with these."""
+    return int(st.session_state.get("max_tokens", 128)), int(st.session_state.get("pad_to", 0))
+
+
+@st.fragment
+def numbers_panel(model: str, text: str, facts, num_tokens: int, sizes: tuple[int, int], slots) -> None:
+    """What the recompute controls decide (layer, scaling, temperature, mask, fill, encoding, source, display,
+    device): their widgets in the sidebar, the trace, the header and the view. A change of one of them reruns
+    this panel only: the title, the text and model controls and the capture stay on the page as they are (a
+    whole-script rerun cost the browser about 0.15 s more per click at 64 tokens, report section 7).
+    Max tokens and padding are drawn here too but decide the capture, which main() computes: a change of
+    either reruns the whole script."""
+    with prefetch.running():
+        try:
+            if _sizes() != sizes:
+                st.rerun()  # the capture is main()'s: it must run again with the new sizes
+            sidebar.keep_state(skip=sidebar.TEXT_AND_MODEL)  # as main() does, for the controls drawn below
+            view_common.new_page()
+            _numbers_panel(model, text, facts, num_tokens, slots)
+        except compute.ServerBusy as err:
+            st.warning(plain(str(err)), icon=":material/hourglass_top:")
+        except StreamlitInvalidLayoutContextError:
+            # the view was not drawn by the last whole-script run (its settings failed then), so its head slider
+            # has no place in the sidebar yet: one whole-script run gives it one
+            st.rerun()
+        except Exception as err:  # a fragment rerun is not inside main()'s guard: a message, never a traceback
+            _went_wrong(err)
+
+
+def _numbers_panel(model: str, text: str, facts, num_tokens: int, slots) -> None:
+    """``slots``: the sidebar's layer slot, head slot and the box for every other control (main() made them)."""
+    layer_slot, head_slot, controls_box = slots
+    # Everything above the view sits in one container: the view's fragment keeps its place (a nested fragment's
+    # identity is its position), however many notices the header shows this time.
+    above = st.container()
+    with above:
+        _show_fixes(sidebar.fit_to_model(facts, num_tokens))
+    with controls_box:
+        sidebar.controls(facts, num_tokens, layer_slot)
+    settings = replace(sidebar.read_settings(model), text=text)
+    st.query_params.from_dict(to_query_params(settings))
     try:
         device = pick_device(settings.device)
         trace = compute.trace_for(settings.request())
     except ValueError as err:
-        st.error(plain(str(err), 600), icon=":material/warning:")
+        above.error(plain(str(err), 600), icon=":material/warning:")
         return
-    replay_slot = header.render(trace, str(device), settings)
+    with above:
+        replay_slot = header.render(trace, str(device), settings)
     del trace  # the fragments below look it up: what they are handed is kept until the next full run ends
     view_panel(settings, head_slot)
     if not replay_check(replay_slot, settings.request()):
@@ -202,6 +246,8 @@ def _view_panel(settings, head_slot) -> None:
             export.slides_button(trace, settings, EXPORTABLE[view])
     except compute.ServerBusy as err:
         st.warning(plain(str(err)), icon=":material/hourglass_top:")
+    except StreamlitInvalidLayoutContextError:
+        st.rerun()  # the head slider's place in the sidebar is made by a whole-script run (see numbers_panel)
     except Exception as err:  # a fragment rerun is not inside main()'s guard: same message, never a traceback
         _went_wrong(err)
 

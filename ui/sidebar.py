@@ -55,11 +55,16 @@ def seed_state(settings: Settings) -> None:
     st.session_state["query_set"] = list(st.session_state.get("query_set", ()))
 
 
-def keep_state() -> None:
+# the controls main() draws before the numbers panel (app.py): a panel's own run must not touch them
+TEXT_AND_MODEL = ("text", "model", "model_choice", "model_custom")
+
+
+def keep_state(*, skip: tuple[str, ...] = ()) -> None:
     """Streamlit forgets a widget's value on a run where it is not drawn (a hidden control, another
-    view). Re-assigning every setting each run keeps them all, so the URL and the views stay in step."""
+    view). Re-assigning every setting each run keeps them all, so the URL and the views stay in step.
+    ``skip``: controls already drawn in this run (their state may no longer be assigned)."""
     for name in [f.name for f in fields(Settings)] + ["model_choice", "model_custom", "pitfall", "lab_encoding"]:
-        if name in st.session_state:
+        if name in st.session_state and name not in skip:
             st.session_state[name] = st.session_state[name]
 
 
@@ -292,20 +297,25 @@ def _device_controls() -> None:
         )
 
 
-def controls(facts, num_tokens: int):
-    """Every other control; returns the empty slot beside the layer slider where the view draws the head
-    slider (a view-only control: it reruns only the view, see app.py). ``facts`` bound the layer slider."""
+def layer_and_head_slots():
+    """Two slots side by side: the layer slider's (drawn by the numbers panel, ``controls``) and the head
+    slider's (drawn by the view, ``head_slider``). Made by the whole-script run (app.py): a fragment may draw
+    into a container made outside it only when that container outlives the fragment's own reruns."""
     col_layer, col_head = st.columns(2)
+    return col_layer.empty(), col_head.empty()
+
+
+def controls(facts, num_tokens: int, layer_slot) -> None:
+    """Every other control: the layer slider into ``layer_slot``, the rest where this is called.
+    ``facts`` bound the layer slider."""
     if facts.num_layers > 1:
-        col_layer.slider("Layer", 0, facts.num_layers - 1, key="layer", help="Which transformer block to look at.")
-    head_slot = col_head.empty()
+        layer_slot.slider("Layer", 0, facts.num_layers - 1, key="layer", help="Which transformer block to look at.")
 
     _scaling_controls()
     _masking_controls(num_tokens)
     _source_controls()
     _display_controls()
     _device_controls()
-    return head_slot
 
 
 def head_slider(slot, num_heads: int) -> None:

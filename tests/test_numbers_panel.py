@@ -1,0 +1,79 @@
+"""A recompute control reruns the numbers panel only, as a browser asks (app.py ``numbers_panel``).
+
+A websocket client that speaks Streamlit's protocol (benchmarks/load_protocol.py) opens the app on a
+real server and changes controls the way a browser does: a widget drawn by a fragment sends that
+fragment's id with its change. Checked on the server's answer:
+- every recompute control (scaling, mask, fill, encoding, layer) is drawn by a fragment, and its change
+  reruns that fragment: the text and model controls (drawn by the whole script) are not sent again,
+  the new value is taken (the page's link says it) and no error box appears;
+- Max tokens decides the capture, which the whole script computes: its change is answered with a
+  whole-script run (the text area is sent again) whose link carries the new count;
+- a view-only control (Head) still reruns the view alone (the scaling radio is not sent again).
+About 15 s (the bundled MiniLM loads once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import urllib.parse
+
+import pytest
+
+from benchmarks.appserver import app_server
+from benchmarks.load_protocol import Client, query_string, widget_state
+from ui.sidebar import ENCODING_LABELS, MASK_LABELS, SCALING_LABELS
+
+pytestmark = pytest.mark.slow
+
+TEXT = "The cat sat on the mat because it was tired."
+RECOMPUTE = {  # label -> (the link's name for it, the option names by their labels)
+    "Divide the scores by": ("scaling", SCALING_LABELS),
+    "Mask": ("mask", MASK_LABELS),
+    "Fill for blocked scores": ("fill", None),  # its options are their own names
+    "Positional encoding (own core)": ("encoding", ENCODING_LABELS),
+    "Layer": ("layer", None),
+}
+
+
+def _link(run) -> dict[str, str]:
+    return dict(urllib.parse.parse_qsl(run.query_string or ""))
+
+
+def test_recompute_controls_rerun_the_numbers_panel_and_max_tokens_the_whole_script(tmp_path):
+    async def scenario(server) -> None:
+        client = Client(server.ws_url, query_string(TEXT), 120.0)
+        await client.connect()
+        run, _ = await client.run()
+        assert not run.errors and run.finished == "FINISHED_SUCCESSFULLY", run.errors
+        assert run.widgets["Text"].fragment_id == ""  # drawn by the whole script
+        for label, (param, names) in RECOMPUTE.items():
+            widget = client.widgets[label]
+            assert widget.fragment_id, f"{label} is not drawn by a fragment"
+            run, _, value = await client.change(label, "next")
+            assert run is not None and not run.errors, (label, run and run.errors)
+            assert run.finished == "FINISHED_FRAGMENT_RUN_SUCCESSFULLY", (label, run.finished)
+            assert "Text" not in run.widgets, f"{label} reran the whole script"
+            assert "Head" in run.widgets  # the view was drawn again, inside the panel
+            shown = value[0] if isinstance(value, list) else value
+            said = _link(run).get(param)
+            if label == "Layer":
+                assert said is not None and int(said) == int(shown)
+            else:
+                name = shown if names is None else {v: k for k, v in names.items()}[shown]
+                assert said == name, (label, shown, run.query_string)
+
+        run, _, _ = await client.change("Head", "next")  # view-only: the view alone
+        assert run is not None and not run.errors and run.finished == "FINISHED_FRAGMENT_RUN_SUCCESSFULLY"
+        assert "Head" in run.widgets and "Divide the scores by" not in run.widgets
+
+        tokens = client.widgets["Max tokens"]
+        assert tokens.fragment_id  # drawn by the panel, yet it decides the capture
+        run, _ = await client.run([widget_state(tokens, 8.0)], tokens.fragment_id)
+        assert not run.errors, run.errors
+        assert run.finished == "FINISHED_SUCCESSFULLY", run.finished
+        assert "Text" in run.widgets, "a new Max tokens did not rerun the whole script"
+        assert _link(run)["max_tokens"] == "8"
+        await client.close()
+
+    with app_server(log_dir=tmp_path) as server:
+        asyncio.run(scenario(server))
