@@ -201,3 +201,31 @@ def test_interactivity_pure_parts():
         {"models": {"minilm": {"rows": []}}, "load": {}}, {"models": {"smollm2": {"rows": []}}, "env": {}}
     )
     assert set(merged["models"]) == {"minilm", "smollm2"}
+
+
+def test_page_trace_attributes_each_main_thread_task_to_its_first_event():
+    from benchmarks.page_trace import by_first_event
+
+    main, other = (1, 10), (2, 20)
+
+    def x(where, name, ts, dur, url=None):
+        event = {"pid": where[0], "tid": where[1], "ph": "X", "name": name, "ts": ts, "dur": dur}
+        if url:
+            event["args"] = {"data": {"url": url}}
+        return event
+
+    events = [
+        {"pid": 1, "tid": 10, "ph": "M", "name": "thread_name", "args": {"name": "CrRendererMain"}},
+        {"pid": 2, "tid": 20, "ph": "M", "name": "thread_name", "args": {"name": "Compositor"}},
+        x(main, "RunTask", 0, 5000),
+        x(main, "FunctionCall", 100, 4000, "http://h/static/js/react-dom.abc.js"),
+        x(main, "Layout", 4200, 500),
+        x(main, "RunTask", 10_000, 2000),
+        x(main, "UpdateLayoutTree", 10_100, 1500),
+        x(main, "RunTask", 20_000, 1000),  # nothing inside
+        x(other, "RunTask", 0, 99_000),  # not the renderer's main thread
+        x(other, "FunctionCall", 10, 9000, "http://h/x.js"),
+    ]
+    busy, kinds = by_first_event(events)
+    assert busy == 8.0
+    assert kinds == {"FunctionCall react-dom.abc.js": 5.0, "UpdateLayoutTree": 2.0, "(nothing inside)": 1.0}
