@@ -1,11 +1,11 @@
 """Where a click's time goes in the page: a Chromium trace of a few clicks, the renderer's main thread summed.
 
     .venv/bin/python -m benchmarks.page_trace [--action scaling|head|view|idle] [--tokens 64] [--clicks 4]
-                                              [--app-dir DIR] [--no-animations]
+                                              [--model minilm|smollm2] [--app-dir DIR] [--no-animations]
 
 Opens the app (``streamlit run app.py`` of ``--app-dir``, see ``benchmarks/appserver.py``) in headless Debian
 Chromium on a MiniLM text of about ``--tokens`` tokens, scrolls the derivation's softmax weights into the middle of
-the screen, records a trace (``devtools.timeline``) while it makes ``--clicks`` changes 2.5 s apart, and prints
+the screen (the model: ``--model``, a bundled one), records a trace (``devtools.timeline``) while it makes ``--clicks`` changes 2.5 s apart, and prints
 per click: the main thread's busy time (``RunTask``), then each task attributed to its first event (React's
 function calls, style recalculation, plotly's draws in ``chart.js``, idle-time draws...). ``idle`` makes no change:
 the page's own background cost over the same time. ``--no-animations`` turns every CSS animation and transition
@@ -75,7 +75,9 @@ def _act(page, action: str, i: int) -> None:
         page.get_by_text(VIEWS[i % 2], exact=True).first.click()
 
 
-def record(app_dir: str | None, action: str, tokens: int, clicks: int, no_animations: bool) -> list[dict]:
+def record(
+    app_dir: str | None, action: str, tokens: int, clicks: int, no_animations: bool, model: str = "minilm"
+) -> list[dict]:
     from playwright.sync_api import sync_playwright
 
     from tests.browser import CHROMIUM_ARGS, chromium_path
@@ -86,7 +88,7 @@ def record(app_dir: str | None, action: str, tokens: int, clicks: int, no_animat
     with app_server(app_dir) as server, sync_playwright() as p, tempfile.TemporaryDirectory() as tmp:
         browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(f"{server.url}/?text={quote(text)}&max_tokens={tokens}")
+        page.goto(f"{server.url}/?text={quote(text)}&max_tokens={tokens}&model={model}")
         page.wait_for_selector(".js-plotly-plot svg.main-svg", timeout=120_000)
         if no_animations:
             page.add_style_tag(
@@ -112,9 +114,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--clicks", type=int, default=4)
     parser.add_argument("--app-dir", help="checkout whose app.py runs (default: $ATTENTION_LENS_APP_DIR or this repo)")
+    parser.add_argument("--model", default="minilm", help="a bundled model: minilm or smollm2")
     parser.add_argument("--no-animations", action="store_true")
     args = parser.parse_args(argv)
-    events = record(args.app_dir, args.action, args.tokens, args.clicks, args.no_animations)
+    events = record(args.app_dir, args.action, args.tokens, args.clicks, args.no_animations, args.model)
     busy, kinds = by_first_event(events)
     print(f"{args.action} at {args.tokens} tokens: main thread busy {busy / args.clicks:.1f} ms per click")
     for kind, ms in kinds.most_common(12):
