@@ -121,9 +121,7 @@ def main() -> None:
         return
     text, fixes = _fit_resources(loaded, text)
     try:
-        cap = compute.capture(
-            model, text, int(st.session_state.get("max_tokens", 128)), int(st.session_state.get("pad_to", 0))
-        )
+        cap = compute.capture(model, text, *_sizes())
     except ValueError as err:
         _show_fixes(fixes)
         st.error(plain(str(err), 600), icon=":material/warning:")
@@ -159,10 +157,6 @@ def numbers_panel(model: str, text: str, facts, num_tokens: int, sizes: tuple[in
             _numbers_panel(model, text, facts, num_tokens, slots)
         except compute.ServerBusy as err:
             st.warning(plain(str(err)), icon=":material/hourglass_top:")
-        except StreamlitInvalidLayoutContextError:
-            # the view was not drawn by the last whole-script run (its settings failed then), so its head slider
-            # has no place in the sidebar yet: one whole-script run gives it one
-            st.rerun()
         except Exception as err:  # a fragment rerun is not inside main()'s guard: a message, never a traceback
             _went_wrong(err)
 
@@ -247,7 +241,9 @@ def _view_panel(settings, head_slot) -> None:
     except compute.ServerBusy as err:
         st.warning(plain(str(err)), icon=":material/hourglass_top:")
     except StreamlitInvalidLayoutContextError:
-        st.rerun()  # the head slider's place in the sidebar is made by a whole-script run (see numbers_panel)
+        # the view was not drawn by the last whole-script run (its settings failed then), so its head slider has
+        # no place in the sidebar yet (main() makes it, see numbers_panel): one whole-script run gives it one
+        st.rerun()
     except Exception as err:  # a fragment rerun is not inside main()'s guard: same message, never a traceback
         _went_wrong(err)
 

@@ -4,12 +4,12 @@
                                               [--model minilm|smollm2] [--app-dir DIR] [--no-animations]
 
 Opens the app (``streamlit run app.py`` of ``--app-dir``, see ``benchmarks/appserver.py``) in headless Debian
-Chromium on a MiniLM text of about ``--tokens`` tokens, scrolls the derivation's softmax weights into the middle of
-the screen (the model: ``--model``, a bundled one), records a trace (``devtools.timeline``) while it makes ``--clicks`` changes 2.5 s apart, and prints
-per click: the main thread's busy time (``RunTask``), then each task attributed to its first event (React's
-function calls, style recalculation, plotly's draws in ``chart.js``, idle-time draws...). ``idle`` makes no change:
-the page's own background cost over the same time. ``--no-animations`` turns every CSS animation and transition
-off first. Used for report section 7, "fifteenth" (a whole-script rerun against a fragment rerun).
+Chromium on a text of about ``--tokens`` tokens for ``--model`` (a bundled one), scrolls the derivation's softmax
+weights into the middle of the screen, records a trace (``devtools.timeline``) while it makes ``--clicks`` changes
+2.5 s apart, and prints per click: the main thread's busy time (``RunTask``), then each task attributed to its
+first event (React's function calls, style recalculation, plotly's draws in ``chart.js``, idle-time draws...).
+``idle`` makes no change: the page's own background cost over the same time. ``--no-animations`` turns every CSS
+animation and transition off first. Used for report section 7, "fifteenth" (a whole-script rerun against a fragment rerun).
 """
 
 from __future__ import annotations
