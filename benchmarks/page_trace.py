@@ -1,6 +1,6 @@
 """Where a click's time goes in the page: a Chromium trace of a few clicks, the renderer's main thread summed.
 
-    .venv/bin/python -m benchmarks.page_trace [--action scaling|head|view|idle] [--tokens 64] [--clicks 4]
+    .venv/bin/python -m benchmarks.page_trace [--action scaling|encoding|head|view|idle] [--tokens 64] [--clicks 4]
                                               [--model minilm|smollm2] [--app-dir DIR] [--no-animations]
 
 Opens the app (``streamlit run app.py`` of ``--app-dir``, see ``benchmarks/appserver.py``) in headless Debian
@@ -73,6 +73,12 @@ def _act(page, action: str, i: int) -> None:
         page.keyboard.press("ArrowRight" if i % 2 == 0 else "ArrowLeft")
     elif action == "view":
         page.get_by_text(VIEWS[i % 2], exact=True).first.click()
+    elif action == "encoding":  # the next of the core's encodings (none, sinusoidal, learned, rotary, alibi)
+        box = page.get_by_role("combobox", name="Positional encoding (own core)")
+        box.click()
+        if box.get_attribute("aria-expanded") != "true":
+            box.press("ArrowDown")
+        page.get_by_role("option").nth(1 + i % 5).click()
 
 
 def record(
@@ -95,6 +101,9 @@ def record(
                 content="*, *::before, *::after { animation: none !important; transition: none !important; }"
             )
         time.sleep(5)
+        if action == "encoding":
+            page.get_by_text("Positional encoding and source of X").first.click()
+            time.sleep(2)
         page.evaluate("() => document.querySelector('.st-key-fig_weights')?.scrollIntoView({block: 'center'})")
         time.sleep(2)
         path = Path(tmp) / "trace.json"
@@ -110,7 +119,7 @@ def record(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.page_trace", description=__doc__.split("\n")[0])
-    parser.add_argument("--action", choices=("scaling", "head", "view", "idle"), default="scaling")
+    parser.add_argument("--action", choices=("scaling", "encoding", "head", "view", "idle"), default="scaling")
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--clicks", type=int, default=4)
     parser.add_argument("--app-dir", help="checkout whose app.py runs (default: $ATTENTION_LENS_APP_DIR or this repo)")
