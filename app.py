@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import streamlit as st
-from streamlit.errors import StreamlitInvalidLayoutContextError
+from streamlit.errors import StreamlitAPIException
 
 from attention_core.device import configure_threads, pick_device
 from attention_core.pretrained import DEFAULT_MODEL, ModelLoadError
@@ -181,8 +181,13 @@ def _numbers_panel(model: str, text: str, facts, num_tokens: int, slots) -> None
         return
     with above:
         replay_slot = header.render(trace, str(device), settings)
+    sidebar.head_slider(head_slot, trace.core.num_heads, on_change=_head_changed)
     del trace  # the fragments below look it up: what they are handed is kept until the next full run ends
-    view_panel(settings, head_slot)
+    st.session_state["_panel_run"] = st.session_state.get("_panel_run", 0) + 1
+    st.session_state["_views_drawn"] = {}  # this run draws the chosen view and clears the others
+    view_switch(settings)
+    for view_panel in VIEW_PANELS.values():
+        view_panel(settings)
     if not replay_check(replay_slot, settings.request()):
         st.fragment(run_every=1.0)(replay_poll)(replay_slot, settings.request())
 
@@ -204,46 +209,104 @@ def replay_poll(slot, request) -> None:
         st.rerun()
 
 
-@st.fragment
-def view_panel(settings, head_slot) -> None:
-    """Everything that only chooses what to look at (head, view, query, statistic) reruns only this part:
-    the trace is the cached one (looked up, not handed in: a fragment's arguments live until the next full
-    run has finished, so an old trace would stay alive while its replacement is built), nothing is
-    recomputed, and only this panel is sent and redrawn. Afterwards the neighbouring heads' figures are
-    built in the background while nobody waits (ui.prefetch)."""
-    with prefetch.running():
-        _view_panel(settings, head_slot)
-    prefetch.schedule(owner=compute.session_id())  # its new queue replaces its old one
+# Views kept in the page, hidden, after a switch away (switching back shows them at once when nothing they show has
+# changed). Their widget and chart keys are their own; the others share a key ("query") or run work of their own
+# (the training lab), so they are cleared when left, and every kept one is cleared when one of them is opened.
+KEPT_VIEWS = ("derivation", "compare", "heads", "query")
+SWITCH_KEY = "lens-views"  # the fragment of the view control; each view's fragment is VIEW_KEY + its name
+VIEW_KEY = "lens-view-"
+BOX_KEY = "lens-box-"  # the container of each view's fragment (its CSS class: st-key-lens-box-<name>)
 
 
-def _view_panel(settings, head_slot) -> None:
+def chosen_view() -> str:
+    return st.session_state.get("view") or "derivation"
+
+
+def _look() -> str:
+    """What a drawn view shows besides its view: the numbers panel's run and every view-only setting."""
+    values = sidebar.view_only()
+    values.pop("view", None)
+    return f"{st.session_state.get('_panel_run')}|{sorted(values.items())!r}"
+
+
+def _rerun(keys: list[str]) -> None:
+    """Rerun only these fragments (Streamlit 1.67: a widget callback may name them)."""
     try:
-        trace = compute.trace_for(settings.request())
-        sidebar.head_slider(head_slot, trace.core.num_heads)
-        view = (
-            st.segmented_control(
-                "View",
-                VIEWS,
-                key="view",
-                format_func=VIEW_LABELS.get,
-                selection_mode="single",
-                label_visibility="collapsed",
-            )
-            or "derivation"
+        st.rerun(keys)
+    except StreamlitAPIException:  # a fragment the last run did not register (it failed before): the default rerun
+        pass
+
+
+def _view_changed() -> None:
+    """The view control's callback: its own fragment shows the chosen view and hides the rest (CSS); the chosen
+    view's fragment runs only when what it shows is not already in the page."""
+    new, drawn = chosen_view(), st.session_state.setdefault("_views_drawn", {})
+    keys = [SWITCH_KEY]
+    if drawn.get(new) != _look():
+        keys.append(VIEW_KEY + new)
+    for name in list(drawn):
+        if name != new and (name not in KEPT_VIEWS or new not in KEPT_VIEWS):
+            keys.append(VIEW_KEY + name)  # its fragment runs, finds it is not the chosen view, and draws nothing
+            del drawn[name]
+    _rerun(keys)
+
+
+def _head_changed() -> None:
+    _rerun([VIEW_KEY + chosen_view()])  # the other views kept in the page are redrawn when opened again
+
+
+@st.fragment(key=SWITCH_KEY)
+def view_switch(settings) -> None:
+    """The view control, and the style that shows the chosen view's fragment and hides the others."""
+    view = (
+        st.segmented_control(
+            "View",
+            VIEWS,
+            key="view",
+            format_func=VIEW_LABELS.get,
+            selection_mode="single",
+            label_visibility="collapsed",
+            on_change=_view_changed,
         )
+        or "derivation"
+    )
+    hidden = ", ".join(f".st-key-{BOX_KEY}{name}" for name in VIEWS if name != view)
+    st.html(f"<style>{hidden} {{display: none !important}}</style>")
+    st.query_params.from_dict(to_query_params(replace(settings, **sidebar.view_only())))
+
+
+def _view_fragment(name: str):
+    def view_panel(settings) -> None:
+        """Everything that only chooses what to look at (head, query, statistic) reruns only this view: the
+        trace is the cached one (looked up, not handed in: a fragment's arguments live until the next full run
+        has finished, so an old trace would stay alive while its replacement is built), nothing is recomputed,
+        and only this view is sent and redrawn. Afterwards the neighbouring heads' figures are built in the
+        background while nobody waits (ui.prefetch). Not the chosen view: nothing (what it drew is cleared)."""
+        if chosen_view() != name:
+            return
+        with prefetch.running(), st.container(key=BOX_KEY + name):
+            _view_panel(name, settings)
+        st.session_state.setdefault("_views_drawn", {})[name] = _look()
+        prefetch.schedule(owner=compute.session_id())  # its new queue replaces its old one
+
+    view_panel.__qualname__ = f"view_panel_{name}"
+    return st.fragment(key=VIEW_KEY + name)(view_panel)
+
+
+VIEW_PANELS = {name: _view_fragment(name) for name in VIEWS}
+
+
+def _view_panel(view: str, settings) -> None:
+    try:
         settings = replace(settings, **sidebar.view_only())
         st.query_params.from_dict(to_query_params(settings))
-        trace = compute.with_head(trace, settings.head)
+        trace = compute.with_head(compute.trace_for(settings.request()), settings.head)
         views.render(view, trace, settings)
         views.ahead(view, trace, settings)
         if view in EXPORTABLE:
-            export.slides_button(trace, settings, EXPORTABLE[view])
+            export.slides_button(trace, settings, EXPORTABLE[view], key=f"export_zip_{view}")
     except compute.ServerBusy as err:
         st.warning(plain(str(err)), icon=":material/hourglass_top:")
-    except StreamlitInvalidLayoutContextError:
-        # the view was not drawn by the last whole-script run (its settings failed then), so its head slider has
-        # no place in the sidebar yet (main() makes it, see numbers_panel): one whole-script run gives it one
-        st.rerun()
     except Exception as err:  # a fragment rerun is not inside main()'s guard: same message, never a traceback
         _went_wrong(err)
 

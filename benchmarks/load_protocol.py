@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import math
 import os
@@ -227,6 +228,7 @@ class RunResult:
     messages: int = 0
     page_script_hash: str = ""
     query_string: str | None = None  # the page's link as the run set it (st.query_params), if it did
+    kinds: collections.Counter = field(default_factory=collections.Counter)  # elements sent, by type
 
 
 def read_forward(data: bytes, run: RunResult) -> bool:
@@ -243,6 +245,7 @@ def read_forward(data: bytes, run: RunResult) -> bool:
     elif kind == "delta" and msg.delta.WhichOneof("type") == "new_element":
         element = msg.delta.new_element
         which = element.WhichOneof("type")
+        run.kinds[which] += 1
         if which == "exception":
             run.errors.append(f"exception: {element.exception.type}: {element.exception.message[:160]}")
         elif which == "alert":

@@ -8,8 +8,12 @@ fragment's id with its change. Checked on the server's answer:
   the new value is taken (the page's link says it) and no error box appears;
 - Max tokens decides the capture, which the whole script computes: its change is answered with a
   whole-script run (the text area is sent again) whose link carries the new count;
-- a view-only control (Head) still reruns the view alone (the scaling radio is not sent again).
-About 15 s (the bundled MiniLM loads once).
+- Head is drawn by the panel and reruns the view shown alone (its callback names that view's fragment): the
+  scaling radio and the head slider are not sent again, the view's charts are;
+- a view switch keeps the view left in the page (hidden): switching back to it, with nothing changed, sends
+  no chart at all (only the view control's own fragment runs); after a head change it is drawn again; a view
+  that is not kept (Minimal pairs) clears the kept ones, so the derivation is drawn again after it.
+About 20 s (the bundled MiniLM loads once).
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ import pytest
 
 from benchmarks.appserver import app_server
 from benchmarks.load_protocol import Client, query_string, widget_state
+from ui.settings import VIEW_LABELS
 from ui.sidebar import ENCODING_LABELS, MASK_LABELS, SCALING_LABELS
 
 pytestmark = pytest.mark.slow
 
+CHART = "bidi_component"  # the app's chart (ui/chart.py)
 TEXT = "The cat sat on the mat because it was tired."
 RECOMPUTE = {  # label -> (the link's name for it, the option names by their labels)
     "Divide the scores by": ("scaling", SCALING_LABELS),
@@ -62,9 +68,26 @@ def test_recompute_controls_rerun_the_numbers_panel_and_max_tokens_the_whole_scr
                 name = shown if names is None else {v: k for k, v in names.items()}[shown]
                 assert said == name, (label, shown, run.query_string)
 
-        run, _, _ = await client.change("Head", "next")  # view-only: the view alone
+        run, _, head = await client.change("Head", "next")  # view-only: the view shown alone
         assert run is not None and not run.errors and run.finished == "FINISHED_FRAGMENT_RUN_SUCCESSFULLY"
-        assert "Head" in run.widgets and "Divide the scores by" not in run.widgets
+        assert "Head" not in run.widgets and "Divide the scores by" not in run.widgets
+        assert run.kinds[CHART] > 0 and _link(run)["head"] == str(int(head[0] if isinstance(head, list) else head))
+
+        async def switch(view: str):
+            run, _, _ = await client.change("View", (VIEW_LABELS[view],))
+            assert run is not None and not run.errors, run and run.errors
+            assert run.finished == "FINISHED_FRAGMENT_RUN_SUCCESSFULLY" and "Head" not in run.widgets
+            assert _link(run).get("view", "derivation") == view, (view, run.query_string)
+            return run
+
+        assert (await switch("heads")).kinds[CHART] > 0  # first visit: drawn
+        assert (await switch("derivation")).kinds[CHART] == 0  # kept in the page and current: shown, not sent
+        assert (await switch("heads")).kinds[CHART] == 0
+        run, _, _ = await client.change("Head", "next")  # redraws Heads only; the derivation is now stale
+        assert run is not None and not run.errors and run.kinds[CHART] > 0
+        assert (await switch("derivation")).kinds[CHART] > 0  # drawn again for the new head
+        await switch("pairs")  # not kept: the kept views are cleared
+        assert (await switch("derivation")).kinds[CHART] > 0
 
         tokens = client.widgets["Max tokens"]
         assert tokens.fragment_id  # drawn by the panel, yet it decides the capture

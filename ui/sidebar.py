@@ -298,8 +298,8 @@ def _device_controls() -> None:
 
 
 def layer_and_head_slots():
-    """Two slots side by side: the layer slider's (drawn by the numbers panel, ``controls``) and the head
-    slider's (drawn by the view, ``head_slider``). Made by the whole-script run (app.py): a fragment may draw
+    """Two slots side by side: the layer slider's (``controls``) and the head slider's (``head_slider``), both
+    drawn by the numbers panel. Made by the whole-script run (app.py): a fragment may draw
     into a container made outside it only when that container outlives the fragment's own reruns."""
     col_layer, col_head = st.columns(2)
     return col_layer.empty(), col_head.empty()
@@ -318,10 +318,13 @@ def controls(facts, num_tokens: int, layer_slot) -> None:
     _device_controls()
 
 
-def head_slider(slot, num_heads: int) -> None:
-    """The head slider, drawn by the view into ``slot`` (see ``controls``)."""
+def head_slider(slot, num_heads: int, on_change=None) -> None:
+    """The head slider, drawn by the numbers panel into ``slot`` (see ``controls``); ``on_change`` reruns only
+    the view shown (app.py)."""
     if num_heads > 1:
-        slot.slider("Head", 0, num_heads - 1, key="head", help="Which attention head of that layer.")
+        slot.slider(
+            "Head", 0, num_heads - 1, key="head", help="Which attention head of that layer.", on_change=on_change
+        )
 
 
 def view_only() -> dict:
