@@ -233,3 +233,20 @@ def test_empty_text_gives_a_message(app):
     app.text_area(key="text").input("   ")
     ok(app.run())
     assert any("Type some text" in i.value for i in app.info)
+
+
+def test_control_keys_lists_every_widget_the_controls_draw(app):
+    """ui.sidebar.CONTROL_KEYS is what the numbers panel leaves alone (app.py): a control missing from it would be
+    re-assigned after its widget was drawn, which Streamlit refuses. Every layout of the controls is drawn here."""
+    from attention_core.request import MASKS
+    from ui.sidebar import CONTROL_KEYS, LAYOUT_CONTROLS, TEXT_AND_MODEL
+
+    assert set(LAYOUT_CONTROLS) <= set(CONTROL_KEYS)
+    seen = set()
+    for key, value in (("scaling", "custom"), ("source", "scratch"), *(("mask", m) for m in MASKS)):
+        app.session_state[key] = value
+        ok(app.run())
+        kinds = ("slider", "radio", "selectbox", "checkbox", "number_input", "multiselect", "text_area")
+        seen |= {w.key for kind in kinds for w in getattr(app.sidebar, kind)}
+    drawn_elsewhere = {*TEXT_AND_MODEL, "example", "head"}
+    assert seen - drawn_elsewhere == set(CONTROL_KEYS)
