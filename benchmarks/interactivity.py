@@ -184,7 +184,9 @@ def frame_bytes(payload: str, opcode: int) -> int:
 
 
 def is_script_finished(payload: str, opcode: int) -> bool:
-    """Whether a received frame is Streamlit's ``script_finished`` ForwardMsg."""
+    """Whether a received frame is Streamlit's ``script_finished`` ForwardMsg of a run that ended. A run cut
+    short for the rerun that follows it (``FINISHED_EARLY_FOR_RERUN``: a widget callback that names the fragments
+    to rerun, app.py) is not the end of the click's answer."""
     if opcode != 2:
         return False
     from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
@@ -194,7 +196,7 @@ def is_script_finished(payload: str, opcode: int) -> bool:
         msg.ParseFromString(base64.b64decode(payload))
     except Exception:  # noqa: BLE001 - not a ForwardMsg: not the end of a run
         return False
-    return msg.WhichOneof("type") == "script_finished"
+    return msg.WhichOneof("type") == "script_finished" and msg.script_finished != msg.FINISHED_EARLY_FOR_RERUN
 
 
 def med(values) -> float | None:

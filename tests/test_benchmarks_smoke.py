@@ -187,6 +187,8 @@ def test_interactivity_pure_parts():
     finished.script_finished = ForwardMsg.FINISHED_SUCCESSFULLY
     payload = base64.b64encode(finished.SerializeToString()).decode()
     assert it.is_script_finished(payload, 2) and not it.is_script_finished(payload, 1)
+    finished.script_finished = ForwardMsg.FINISHED_EARLY_FOR_RERUN  # a callback's run before the fragments it names
+    assert not it.is_script_finished(base64.b64encode(finished.SerializeToString()).decode(), 2)
     assert it.frame_bytes(base64.b64encode(b"12345").decode(), 2) == 5
     assert it.budget_for(it.VIEW_ONLY, 512, "minilm") == 0.6 and it.budget_for(it.RECOMPUTE, 64, "smollm2") == 0.8
     assert it.budget_for(it.VIEW_ONLY, 256, "minilm") is None
