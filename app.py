@@ -14,7 +14,7 @@ from streamlit.errors import StreamlitAPIException
 from attention_core.device import configure_threads, pick_device
 from attention_core.pretrained import DEFAULT_MODEL, ModelLoadError
 from attention_core.request import MAX_TEXT_CHARS
-from ui import chart, compute, export, header, prefetch, sidebar, views
+from ui import chart, compute, controls, export, header, prefetch, sidebar, views
 from ui.settings import URL_TEXT_CHARS, VIEW_LABELS, VIEWS, from_query_params, to_query_params
 from ui.text import plain
 from ui.views import common as view_common
@@ -171,7 +171,7 @@ def controls_panel(facts, num_tokens: int, layer_slot, box) -> None:
         sidebar.keep_state(skip=sidebar.TEXT_AND_MODEL)  # as main() does, for the controls drawn below
         st.session_state["_fixes"] = sidebar.fit_to_model(facts, num_tokens)  # shown by the numbers panel
         with box:
-            sidebar.controls(facts, num_tokens, layer_slot, on=CONTROL_CHANGES)
+            controls.draw(facts, num_tokens, layer_slot, on=CONTROL_CHANGES)
     except Exception as err:  # a fragment rerun is not inside main()'s guard: a message, never a traceback
         _went_wrong(err)
 
@@ -188,7 +188,7 @@ def numbers_panel(model: str, text: str, sizes: tuple[int, int], head_slot) -> N
             if _sizes() != sizes:
                 st.rerun()  # the capture is main()'s: it must run again with the new sizes
             # as main() does, for the widgets drawn below (the controls keep theirs: their fragment drew them)
-            sidebar.keep_state(skip=sidebar.TEXT_AND_MODEL + sidebar.CONTROL_KEYS)
+            sidebar.keep_state(skip=sidebar.TEXT_AND_MODEL + controls.CONTROL_KEYS)
             view_common.new_page()
             _numbers_panel(model, text, head_slot)
         except compute.ServerBusy as err:

@@ -169,7 +169,11 @@ def test_encoding_changes_pattern_and_says_so(app):
 def test_scratch_source_uses_chosen_sizes(app):
     app.radio(key="source").set_value("scratch")
     ok(app.run())
+    # one change a run, as a browser sends them: AppTest's local runner drops both values of one run whose two
+    # callbacks name different fragments (d_k the numbers panel, heads the controls too); the server applies both
+    # (tests/test_numbers_panel.py sends two changes in one message)
     app.number_input(key="d_k").set_value(8)
+    ok(app.run())
     app.number_input(key="heads").set_value(2)
     ok(app.run())
     assert z(app, "q").shape[1] == 8
@@ -236,10 +240,11 @@ def test_empty_text_gives_a_message(app):
 
 
 def test_control_keys_lists_every_widget_the_controls_draw(app):
-    """ui.sidebar.CONTROL_KEYS is what the numbers panel leaves alone (app.py): a control missing from it would be
+    """ui.controls.CONTROL_KEYS is what the numbers panel leaves alone (app.py): a control missing from it would be
     re-assigned after its widget was drawn, which Streamlit refuses. Every layout of the controls is drawn here."""
     from attention_core.request import MASKS
-    from ui.sidebar import CONTROL_KEYS, LAYOUT_CONTROLS, TEXT_AND_MODEL
+    from ui.controls import CONTROL_KEYS, LAYOUT_CONTROLS
+    from ui.sidebar import TEXT_AND_MODEL
 
     assert set(LAYOUT_CONTROLS) <= set(CONTROL_KEYS)
     seen = set()

@@ -25,9 +25,10 @@ import urllib.parse
 import pytest
 
 from benchmarks.appserver import app_server
-from benchmarks.load_protocol import Client, query_string, widget_state
+from benchmarks.load_protocol import Client, next_value, query_string, widget_state
+from ui.controls import LAYOUT_CONTROLS
 from ui.settings import VIEW_LABELS
-from ui.sidebar import ENCODING_LABELS, LAYOUT_CONTROLS, MASK_LABELS, SCALING_LABELS
+from ui.sidebar import ENCODING_LABELS, MASK_LABELS, SCALING_LABELS, SOURCE_LABELS
 
 pytestmark = pytest.mark.slow
 
@@ -93,6 +94,16 @@ def test_recompute_controls_rerun_the_numbers_panel_and_max_tokens_the_whole_scr
         assert (await switch("derivation")).kinds[CHART] > 0  # drawn again for the new head
         await switch("pairs")  # not kept: the kept views are cleared
         assert (await switch("derivation")).kinds[CHART] > 0
+
+        # two changes in one message (a person quicker than the server): a value (fill: the numbers panel) and one
+        # that shows other widgets (source: the controls too); both callbacks name their fragments, both values hold
+        source, fill = client.widgets["Source of X and weights"], client.widgets["Fill for blocked scores"]
+        new_fill = next_value(fill, "next")  # the one it does not show now
+        states = [widget_state(source, next_value(source, (SOURCE_LABELS["scratch"],))), widget_state(fill, new_fill)]
+        run, _ = await client.run(states, fill.fragment_id)
+        assert not run.errors and run.finished == "FINISHED_FRAGMENT_RUN_SUCCESSFULLY", (run.errors, run.finished)
+        assert _link(run)["source"] == "scratch" and _link(run).get("fill", "-inf") == new_fill, run.query_string
+        assert "d_model" in run.widgets  # the controls were drawn again: the scratch sizes are there
 
         tokens = client.widgets["Max tokens"]
         assert tokens.fragment_id  # drawn by the panel, yet it decides the capture
