@@ -14,7 +14,7 @@ from streamlit.errors import StreamlitAPIException
 from attention_core.device import configure_threads, pick_device
 from attention_core.pretrained import DEFAULT_MODEL, ModelLoadError
 from attention_core.request import MAX_TEXT_CHARS
-from ui import chart, compute, controls, export, header, prefetch, sidebar, views
+from ui import chart, compute, export, header, prefetch, sidebar, views
 from ui.settings import URL_TEXT_CHARS, VIEW_LABELS, VIEWS, from_query_params, to_query_params
 from ui.text import plain
 from ui.views import common as view_common
@@ -129,12 +129,10 @@ def main() -> None:
     _show_fixes(fixes)
     if len(text) > URL_TEXT_CHARS:
         st.caption(f"The page's link keeps only the first {URL_TEXT_CHARS:,} characters of the text.")
-    with st.sidebar:  # where the controls and the numbers panel draw their widgets (containers outside them)
-        layer_slot, head_slot = sidebar.layer_and_head_slots()
+    with st.sidebar:  # where the numbers panel and the view draw their controls (containers outside them)
+        slots = sidebar.layer_and_head_slots()
         controls_box = st.container()
-    num_tokens = len(cap.tokens.labels)
-    controls_panel(loaded.facts, num_tokens, layer_slot, controls_box)
-    numbers_panel(model, text, _sizes(), head_slot)
+    numbers_panel(model, text, loaded.facts, len(cap.tokens.labels), _sizes(), (*slots, controls_box))
 
 
 def _sizes() -> tuple[int, int]:
@@ -142,68 +140,37 @@ def _sizes() -> tuple[int, int]:
     return int(st.session_state.get("max_tokens", 128)), int(st.session_state.get("pad_to", 0))
 
 
-CONTROLS_KEY, NUMBERS_KEY = "lens-controls", "lens-numbers"  # the two fragments' keys (for ``_rerun``)
-
-
-def _numbers_changed() -> None:
-    _rerun([NUMBERS_KEY])  # the control keeps its new value in the page: the controls need not be sent again
-
-
-def _controls_changed() -> None:
-    _rerun([CONTROLS_KEY, NUMBERS_KEY])  # the controls show other widgets or ranges after it
-
-
-def _capture_changed() -> None:
-    st.rerun()  # in a callback: a whole-script run, which computes the capture
-
-
-CONTROL_CHANGES = {"value": _numbers_changed, "layout": _controls_changed, "capture": _capture_changed}
-
-
-@st.fragment(key=CONTROLS_KEY)
-def controls_panel(facts, num_tokens: int, layer_slot, box) -> None:
-    """The recompute controls (layer, scaling, temperature, mask and its sizes, fill, encoding, source, display,
-    device, max tokens) in the sidebar. A change that only changes a value reruns the numbers panel alone (each
-    widget's callback names it, ``CONTROL_CHANGES``): the browser keeps the control as it is, and does not take in
-    two dozen widgets again. A change that shows other widgets (scaling, mask, source, the scratch head count)
-    reruns this fragment too; max tokens and padding rerun the whole script."""
-    try:
-        sidebar.keep_state(skip=sidebar.TEXT_AND_MODEL)  # as main() does, for the controls drawn below
-        st.session_state["_fixes"] = sidebar.fit_to_model(facts, num_tokens)  # shown by the numbers panel
-        with box:
-            controls.draw(facts, num_tokens, layer_slot, on=CONTROL_CHANGES)
-    except Exception as err:  # a fragment rerun is not inside main()'s guard: a message, never a traceback
-        _went_wrong(err)
-
-
-@st.fragment(key=NUMBERS_KEY)
-def numbers_panel(model: str, text: str, sizes: tuple[int, int], head_slot) -> None:
-    """What the recompute controls decide (their widgets are ``controls_panel``'s): the trace, the header, the
-    head slider and the views. A change of a control's value reruns this panel only: the title, the text and
-    model controls, the capture and the controls stay on the page as they are (a whole-script rerun cost the
-    browser about 0.15 s more per click at 64 tokens, report section 7). Max tokens and padding decide the
-    capture, which main() computes: their change reruns the whole script."""
+@st.fragment
+def numbers_panel(model: str, text: str, facts, num_tokens: int, sizes: tuple[int, int], slots) -> None:
+    """What the recompute controls decide (layer, scaling, temperature, mask, fill, encoding, source, display,
+    device): their widgets in the sidebar, the trace, the header and the view. A change of one of them reruns
+    this panel only: the title, the text and model controls and the capture stay on the page as they are (a
+    whole-script rerun cost the browser about 0.15 s more per click at 64 tokens, report section 7).
+    Max tokens and padding are drawn here too but decide the capture, which main() computes: a change of
+    either reruns the whole script."""
     with prefetch.running():
         try:
             if _sizes() != sizes:
                 st.rerun()  # the capture is main()'s: it must run again with the new sizes
-            # as main() does, for the widgets drawn below (the controls keep theirs: their fragment drew them)
-            sidebar.keep_state(skip=sidebar.TEXT_AND_MODEL + controls.CONTROL_KEYS)
+            sidebar.keep_state(skip=sidebar.TEXT_AND_MODEL)  # as main() does, for the controls drawn below
             view_common.new_page()
-            _numbers_panel(model, text, head_slot)
+            _numbers_panel(model, text, facts, num_tokens, slots)
         except compute.ServerBusy as err:
             st.warning(plain(str(err)), icon=":material/hourglass_top:")
         except Exception as err:  # a fragment rerun is not inside main()'s guard: a message, never a traceback
             _went_wrong(err)
 
 
-def _numbers_panel(model: str, text: str, head_slot) -> None:
-    """``head_slot``: the sidebar's place for the head slider (main() made it)."""
-    # Everything above the views sits in one container: the views' fragments keep their place (a nested
-    # fragment's identity is its position), however many notices the header shows this time.
+def _numbers_panel(model: str, text: str, facts, num_tokens: int, slots) -> None:
+    """``slots``: the sidebar's layer slot, head slot and the box for every other control (main() made them)."""
+    layer_slot, head_slot, controls_box = slots
+    # Everything above the view sits in one container: the view's fragment keeps its place (a nested fragment's
+    # identity is its position), however many notices the header shows this time.
     above = st.container()
     with above:
-        _show_fixes(st.session_state.pop("_fixes", []))  # what the controls' last run had to fix
+        _show_fixes(sidebar.fit_to_model(facts, num_tokens))
+    with controls_box:
+        sidebar.controls(facts, num_tokens, layer_slot)
     settings = replace(sidebar.read_settings(model), text=text)
     st.query_params.from_dict(to_query_params(settings))
     try:
@@ -266,8 +233,8 @@ def _rerun(keys: list[str]) -> None:
     """Rerun only these fragments (Streamlit 1.67: a widget callback may name them)."""
     try:
         st.rerun(keys)
-    except StreamlitAPIException:  # a fragment the last run did not register (it failed before it): the whole page
-        st.rerun()
+    except StreamlitAPIException:  # a fragment the last run did not register (it failed before): the default rerun
+        pass
 
 
 def _view_changed() -> None:

@@ -1,5 +1,4 @@
-"""The sidebar: the text and model controls, the slots the other controls are drawn into (ui/controls.py), and
-widgets <-> Settings, nothing else."""
+"""The sidebar: every control, each with help text. Widgets <-> Settings, nothing else."""
 
 from __future__ import annotations
 
@@ -7,9 +6,10 @@ from dataclasses import fields
 
 import streamlit as st
 
-from attention_core.request import MAX_TEXT_CHARS
+from attention_core.device import available_devices
+from attention_core.request import ENCODINGS, FILLS, LIMITS, MASKS, MAX_TEXT_CHARS, SCALINGS, SOURCES
 
-from .settings import UI_RANGES, VIEW_ONLY, Settings, clamp_to_ui
+from .settings import THEMES, UI_RANGES, VIEW_ONLY, Settings, clamp_to_ui
 
 EXAMPLES = {
     "The animal didn't cross the street because it was too tired.": "coreference: what does 'it' attend to?",
@@ -168,12 +168,154 @@ def fit_to_model(facts, num_tokens: int) -> list[str]:
     return [n for n in notices if n] + fixes
 
 
+def _scaling_controls() -> None:
+    """Scaling: the divisor of the scores (and the temperature when it is custom)."""
+    with st.expander("Scaling", expanded=True):
+        st.radio(
+            "Divide the scores by",
+            list(SCALINGS),
+            key="scaling",
+            format_func=SCALING_LABELS.get,
+            horizontal=True,
+            help="The article's softmax(QKᵀ/√d_k). 'none' shows why the division matters; a temperature is any divisor.",
+        )
+        if st.session_state["scaling"] == "custom":
+            st.slider(
+                "Temperature",
+                *UI_RANGES["temperature"],
+                key="temperature",
+                step=0.1,
+                help="Scores are divided by this.",
+            )
+
+
+def _masking_controls(num_tokens: int) -> None:
+    """Masking: which mask, its size, the fill for blocked scores, padding."""
+    with st.expander("Masking", expanded=True):
+        st.selectbox(
+            "Mask", list(MASKS), key="mask", format_func=MASK_LABELS.get, help="Which keys each query may see."
+        )
+        mask = st.session_state["mask"]
+        if mask == "sliding_window":
+            st.slider(
+                "Window width", *UI_RANGES["window"], key="window", help="Each query sees keys with |i - j| < width."
+            )
+            st.checkbox("Causal window", key="window_causal", help="Only the width-1 tokens before the query.")
+        elif mask == "strided":
+            st.slider(
+                "Stride",
+                *UI_RANGES["stride"],
+                key="stride",
+                help="Keys whose distance from the query is a multiple of this.",
+            )
+        elif mask == "block_local":
+            st.slider("Block size", *UI_RANGES["block"], key="block", help="Queries see only keys in their own block.")
+        elif mask == "blocked_keys":
+            st.multiselect(
+                "Blocked key positions",
+                list(range(num_tokens)),
+                key="blocked",
+                help="No query may attend to these tokens. Block all of them to see an empty row.",
+            )
+        st.radio(
+            "Fill for blocked scores",
+            list(FILLS),
+            key="fill",
+            horizontal=True,
+            help="-inf gives blocked keys exactly 0 weight and an empty row 0 everywhere. -1e9 is the common "
+            "shortcut: a row with every key blocked becomes uniform, leaking attention to hidden keys.",
+        )
+        st.number_input(
+            "Pad input to (tokens, 0 = off)",
+            min_value=0,
+            max_value=LIMITS["pad_to"][1],
+            key="pad_to",
+            help="Adds pad tokens; both the model and the core mask them out as keys (padding mask).",
+        )
+
+
+def _source_controls() -> None:
+    """Positional encoding and the source of X (with the scratch sizes)."""
+    with st.expander("Positional encoding and source of X", expanded=False):
+        st.selectbox(
+            "Positional encoding (own core)",
+            list(ENCODINGS),
+            key="encoding",
+            format_func=ENCODING_LABELS.get,
+            help="Without one, attention cannot tell word order: see the permutation demo in the pitfalls lab.",
+        )
+        st.radio(
+            "Source of X and weights",
+            list(SOURCES),
+            key="source",
+            format_func=SOURCE_LABELS.get,
+            help="Replay: the layer's real input and W^Q/W^K/W^V, so the core must match the model. "
+            "Scratch: seeded random token embeddings and weights at the sizes below.",
+        )
+        if st.session_state["source"] == "scratch":
+            c1, c2, c3 = st.columns(3)
+            c1.number_input("d_model", 2, LIMITS["d_model"][1], key="d_model", help="Embedding width.")
+            c2.number_input("d_k", 2, LIMITS["d_k"][1], key="d_k", help="Query/key width per head.")
+            c3.number_input("heads", 1, LIMITS["heads"][1], key="heads", help="Number of heads.")
+            st.number_input("Seed", *LIMITS["seed"], key="seed", help="Seed for embeddings and weights.")
+
+
+def _display_controls() -> None:
+    """Display: special tokens, merged subwords, the colour range."""
+    with st.expander("Display", expanded=False):
+        st.checkbox(
+            "Hide special tokens ([CLS], [SEP], BOS)",
+            key="hide_special",
+            help="Removes their columns from the attention maps and renormalises each row over the keys left; "
+            "the figure's title says so. The numbers computed do not change.",
+        )
+        st.checkbox(
+            "Merge subwords into words",
+            key="words",
+            help="One row and column per word: keys summed, queries averaged over the word's tokens, so rows "
+            "still sum to 1. Said on the figure.",
+        )
+        st.checkbox(
+            "Fixed colour range 0..1",
+            key="fixed_range",
+            help="On: every attention map uses the same 0..1 colours, comparable across texts, layers and heads. "
+            "Off: each map stretches to its own largest weight (more detail, not comparable).",
+        )
+
+
+def _device_controls() -> None:
+    """Display and device: device, values in cells, theme, max tokens."""
+    with st.expander("Display and device", expanded=False):
+        st.selectbox("Device", available_devices(), key="device", help="Where the own core computes.")
+        st.checkbox("Show values in cells", key="show_values", help="Numbers on small heatmaps (up to 24 tokens).")
+        st.radio("Figure theme", THEMES, key="theme", horizontal=True, help="'slides': white, large fonts.")
+        st.number_input(
+            "Max tokens",
+            *UI_RANGES["max_tokens"],
+            key="max_tokens",
+            help="Longer text is cut here (and at the model's limit), with a notice.",
+        )
+
+
 def layer_and_head_slots():
     """Two slots side by side: the layer slider's (``controls``) and the head slider's (``head_slider``), both
     drawn by the numbers panel. Made by the whole-script run (app.py): a fragment may draw
     into a container made outside it only when that container outlives the fragment's own reruns."""
     col_layer, col_head = st.columns(2)
     return col_layer.empty(), col_head.empty()
+
+
+def controls(facts, num_tokens: int, layer_slot) -> None:
+    """Every other control: the layer slider into ``layer_slot``, the rest where this is called.
+    ``facts`` bound the layer slider."""
+    if facts.num_layers > 1:
+        layer_slot.slider("Layer", 0, facts.num_layers - 1, key="layer", help="Which transformer block to look at.")
+
+    _scaling_controls()
+    _masking_controls(num_tokens)
+    _source_controls()
+    _display_controls()
+    _device_controls()
 
 
 def head_slider(slot, num_heads: int, on_change=None) -> None:
