@@ -181,7 +181,7 @@ def _numbers_panel(model: str, text: str, facts, num_tokens: int, slots) -> None
         return
     with above:
         replay_slot = header.render(trace, str(device), settings)
-    sidebar.head_slider(head_slot, trace.core.num_heads, on_change=_head_changed)
+    head_control(head_slot, trace.core.num_heads)
     del trace  # the fragments below look it up: what they are handed is kept until the next full run ends
     st.session_state["_panel_run"] = st.session_state.get("_panel_run", 0) + 1
     st.session_state["_views_drawn"] = {}  # this run draws the chosen view and clears the others
@@ -253,6 +253,15 @@ def _view_changed() -> None:
 
 def _head_changed() -> None:
     _rerun([VIEW_KEY + chosen_view()])  # the other views kept in the page are redrawn when opened again
+
+
+@st.fragment
+def head_control(slot, num_heads: int) -> None:
+    """The head slider, alone in a fragment (drawn into the sidebar's slot): its callback reruns only the view
+    shown. While the callback's run ends early, the page marks the elements of the fragment that drew the widget
+    stale and then fresh again: drawn by the numbers panel, that was every element of the panel, twice a click
+    (a head change at 64 tokens 0.23 -> 0.30 s); here it is the slider alone."""
+    sidebar.head_slider(slot, num_heads, on_change=_head_changed)
 
 
 @st.fragment(key=SWITCH_KEY)
