@@ -233,8 +233,8 @@ def _rerun(keys: list[str]) -> None:
     """Rerun only these fragments (Streamlit 1.67: a widget callback may name them)."""
     try:
         st.rerun(keys)
-    except StreamlitAPIException:  # a fragment the last run did not register (it failed before): the default rerun
-        pass
+    except StreamlitAPIException:  # a fragment the last run did not register (it failed before it): the whole page
+        st.rerun()
 
 
 def _view_changed() -> None:
@@ -267,18 +267,16 @@ def head_control(slot, num_heads: int) -> None:
 @st.fragment(key=SWITCH_KEY)
 def view_switch(settings) -> None:
     """The view control, and the style that shows the chosen view's fragment and hides the others."""
-    view = (
-        st.segmented_control(
-            "View",
-            VIEWS,
-            key="view",
-            format_func=VIEW_LABELS.get,
-            selection_mode="single",
-            label_visibility="collapsed",
-            on_change=_view_changed,
-        )
-        or "derivation"
+    st.segmented_control(
+        "View",
+        VIEWS,
+        key="view",
+        format_func=VIEW_LABELS.get,
+        selection_mode="single",
+        label_visibility="collapsed",
+        on_change=_view_changed,
     )
+    view = chosen_view()
     hidden = ", ".join(f".st-key-{BOX_KEY}{name}" for name in VIEWS if name != view)
     st.html(f"<style>{hidden} {{display: none !important}}</style>")
     st.query_params.from_dict(to_query_params(replace(settings, **sidebar.view_only())))
@@ -313,7 +311,7 @@ def _view_panel(view: str, settings) -> None:
         views.render(view, trace, settings)
         views.ahead(view, trace, settings)
         if view in EXPORTABLE:
-            export.slides_button(trace, settings, EXPORTABLE[view], key=f"export_zip_{view}")
+            export.slides_button(trace, settings, EXPORTABLE[view], suffix=f"_{view}")
     except compute.ServerBusy as err:
         st.warning(plain(str(err)), icon=":material/hourglass_top:")
     except Exception as err:  # a fragment rerun is not inside main()'s guard: same message, never a traceback

@@ -4,7 +4,7 @@ Reruns: ``streamlit.testing.v1.AppTest`` runs app.py in this process (no browser
 control is set to a value and the script rerun, timed around ``at.run()``. The first time a value is
 seen the cached trace (and, for text, the model capture) has to be computed: "first time"; setting the
 same values again hits Streamlit's caches: "seen before". Both are medians. A change whose callback names the
-fragments to rerun (head, view, the recompute controls: app.py) is timed as that fragment run, as a browser gets it.
+fragments to rerun (head, view: app.py) is timed as that fragment run, as a browser gets it.
 
 Figures: ``viz.views.figures_for_trace`` on a real MiniLM trace at n tokens; each figure encoded with
 ``plotly.io.to_json(fig, validate=False)``, as ``st.plotly_chart`` does. Target: the 512 x 512
@@ -58,6 +58,12 @@ def _z_rows(at) -> int | None:
     return None
 
 
+def shows_only_fragments(at) -> bool:
+    """After a change whose callback named the fragments to rerun (app.py), AppTest's page holds only what they
+    drew (no title), where a browser keeps the rest of the page."""
+    return not at.exception and not len(at.title) and str(at._script_path).endswith("app.py")
+
+
 def _problems(at) -> list[str]:
     return [e.message for e in at.exception] + [e.value for e in at.error]
 
@@ -100,9 +106,7 @@ def rerun_times(cfg: Config, text: str, label: str) -> tuple[list[dict], dict]:
             started = time.perf_counter()
             at.run()
             elapsed = time.perf_counter() - started
-            if not at.exception and not len(at.title):
-                # the control's callback named the fragments to rerun (app.py) and AppTest keeps only what they
-                # drew: one more whole run (not timed) gives the next change the whole page to find its widget
+            if shows_only_fragments(at):  # one more whole run (not timed): the next change finds its widget
                 at.run()
             problems.extend(f"{control}={value!r}: {p}" for p in _problems(at))
             return elapsed

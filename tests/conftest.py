@@ -21,13 +21,15 @@ from tests.browser import CHROMIUM_ARGS, chromium_path, streamlit_app
 def _whole_page_runs() -> None:
     from streamlit.testing.v1 import AppTest
 
+    from benchmarks.app_speed import shows_only_fragments
+
     if getattr(AppTest, "_lens_whole_page", False):
         return
     plain_run = AppTest._run
 
     def run(self, *args, **kwargs):
         result = plain_run(self, *args, **kwargs)
-        if not self.exception and not len(self.title) and str(self._script_path).endswith("app.py"):
+        if shows_only_fragments(self):
             result = plain_run(self, timeout=kwargs.get("timeout"))
         return result
 

@@ -22,8 +22,8 @@ from .views.common import image_export_problem
 # callables below look the trace up from the settings when clicked (a cache hit: the same trace).
 
 
-def slides_button(trace: ModelTrace, settings: Settings, views: str, key: str = "export_zip") -> None:
-    """``key``: the button's own per view (app.py keeps several views in the page at once)."""
+def slides_button(trace: ModelTrace, settings: Settings, views: str, suffix: str = "") -> None:
+    """``suffix``: of the two buttons' keys, one per view (app.py keeps several views in the page at once)."""
     st.divider()
     left, right = st.columns(2)
 
@@ -46,16 +46,16 @@ def slides_button(trace: ModelTrace, settings: Settings, views: str, key: str = 
         make,
         file_name=f"attention-lens-{settings.view}-L{trace.layer}H{trace.head}.zip",
         mime="application/zip",
-        key=key,
+        key="export_zip" + suffix,
         on_click="ignore",
         help="Every figure of this view in the white 'slides' theme, its numbers as CSV, and a manifest of the settings."
         + (" No Chromium on the server: the zip holds HTML and CSV only." if image_export_problem() else ""),
     )
     with right:
-        lesson_button(trace, settings, key=key.replace("export_zip", "export_lesson"))
+        lesson_button(trace, settings, suffix)
 
 
-def lesson_button(trace: ModelTrace, settings: Settings, key: str = "export_lesson") -> None:
+def lesson_button(trace: ModelTrace, settings: Settings, suffix: str = "") -> None:
     """The lesson deck (``viz.lesson``): one offline HTML file walking this sentence, layer and head."""
     problem = lesson_problem(trace)
     if problem:
@@ -78,7 +78,7 @@ def lesson_button(trace: ModelTrace, settings: Settings, key: str = "export_less
         make,
         file_name=f"attention-lens-lesson-L{trace.layer}H{trace.head}.html",
         mime="text/html",
-        key=key,
+        key="export_lesson" + suffix,
         on_click="ignore",
         help="One self-contained page, one slide per step on this sentence (arrow keys to move, n for speaker "
         "notes); print it for a PDF. `python -m viz lesson` writes the PDF too.",
