@@ -2,6 +2,7 @@
 
     .venv/bin/python -m benchmarks.page_trace [--action scaling|encoding|head|view|idle] [--tokens 64] [--clicks 4]
                                               [--model minilm|smollm2] [--app-dir DIR] [--no-animations]
+                                              [--js-profile]
 
 Opens the app (``streamlit run app.py`` of ``--app-dir``, see ``benchmarks/appserver.py``) in headless Debian
 Chromium on a text of about ``--tokens`` tokens for ``--model`` (a bundled one), scrolls the derivation's softmax
@@ -9,7 +10,8 @@ weights into the middle of the screen, records a trace (``devtools.timeline``) w
 2.5 s apart, and prints per click: the main thread's busy time (``RunTask``), then each task attributed to its
 first event (React's function calls, style recalculation, plotly's draws in ``chart.js``, idle-time draws...).
 ``idle`` makes no change: the page's own background cost over the same time. ``--no-animations`` turns every CSS
-animation and transition off first. Used for report section 7, "fifteenth" (a whole-script rerun against a fragment rerun).
+animation and transition off first. ``--js-profile`` also records a sampling JS profile (CDP ``Profiler``) of the
+same clicks and prints the script files and functions with the most self time per click. Used for report section 7, "fifteenth" (a whole-script rerun against a fragment rerun).
 """
 
 from __future__ import annotations
@@ -81,8 +83,28 @@ def _act(page, action: str, i: int) -> None:
         page.get_by_role("option").nth(1 + i % 5).click()
 
 
+def self_time(profile: dict, by: str = "function", top: int = 25) -> list[tuple[float, str]]:
+    """(self ms, what) of a CDP ``Profiler`` profile, the costliest first, ``by`` "function" ("name file:line") or
+    "file" (the script file, or the native function for time outside scripts): the JS-level view of the same
+    clicks (which library's code the page ran: React, KaTeX, plotly, emotion...)."""
+    nodes = {node["id"]: node["callFrame"] for node in profile["nodes"]}
+    self_us: collections.Counter = collections.Counter()
+    for node_id, delta in zip(profile.get("samples", []), profile.get("timeDeltas", []), strict=True):
+        frame = nodes[node_id]
+        where = frame.get("url", "").rsplit("/", 1)[-1][:60]
+        name = frame.get("functionName") or "(anonymous)"
+        self_us[f"{name} {where}:{frame.get('lineNumber', 0) + 1}" if by == "function" else where or name] += delta
+    return [(us / 1000, name) for name, us in self_us.most_common(top)]
+
+
 def record(
-    app_dir: str | None, action: str, tokens: int, clicks: int, no_animations: bool, model: str = "minilm"
+    app_dir: str | None,
+    action: str,
+    tokens: int,
+    clicks: int,
+    no_animations: bool,
+    model: str = "minilm",
+    profile: dict | None = None,
 ) -> list[dict]:
     from playwright.sync_api import sync_playwright
 
@@ -107,11 +129,19 @@ def record(
         page.evaluate("() => document.querySelector('.st-key-fig_weights')?.scrollIntoView({block: 'center'})")
         time.sleep(2)
         path = Path(tmp) / "trace.json"
+        cdp = None
+        if profile is not None:  # a sampling JS profile of the same clicks, beside the trace
+            cdp = page.context.new_cdp_session(page)
+            cdp.send("Profiler.enable")
+            cdp.send("Profiler.setSamplingInterval", {"interval": 250})
+            cdp.send("Profiler.start")
         browser.start_tracing(page=page, path=str(path), categories=CATEGORIES)
         for i in range(clicks):
             _act(page, action, i)
             time.sleep(2.5)
         browser.stop_tracing()
+        if cdp is not None:
+            profile.update(cdp.send("Profiler.stop")["profile"])
         browser.close()
         loaded = json.loads(path.read_text())
     return loaded["traceEvents"] if isinstance(loaded, dict) else loaded
@@ -125,12 +155,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--app-dir", help="checkout whose app.py runs (default: $ATTENTION_LENS_APP_DIR or this repo)")
     parser.add_argument("--model", default="minilm", help="a bundled model: minilm or smollm2")
     parser.add_argument("--no-animations", action="store_true")
+    parser.add_argument(
+        "--js-profile", action="store_true", help="also print the JS functions and files that cost most"
+    )
     args = parser.parse_args(argv)
-    events = record(args.app_dir, args.action, args.tokens, args.clicks, args.no_animations, args.model)
+    profile: dict | None = {} if args.js_profile else None
+    events = record(args.app_dir, args.action, args.tokens, args.clicks, args.no_animations, args.model, profile)
     busy, kinds = by_first_event(events)
     print(f"{args.action} at {args.tokens} tokens: main thread busy {busy / args.clicks:.1f} ms per click")
     for kind, ms in kinds.most_common(12):
         print(f"  {ms / args.clicks:8.1f} ms  {kind}")
+    if profile:
+        print("JS self time per click, by file:")
+        for ms, name in self_time(profile, by="file", top=15):
+            print(f"  {ms / args.clicks:8.1f} ms  {name}")
+        print("JS self time per click, by function:")
+        for ms, name in self_time(profile):
+            print(f"  {ms / args.clicks:8.1f} ms  {name}")
     return 0
 
 

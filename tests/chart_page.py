@@ -1,5 +1,6 @@
 """A page for tests/test_chart.py: a lens chart (ui/chart.py) whose figure a radio picks, the same chart far
-below it, out of view, and a button that reruns the page with nothing changed. Run by ``streamlit run tests/chart_page.py``."""
+below it, out of view, and a button that reruns the page with nothing changed. ``?gap=1`` puts a tall gap above
+the first chart too (every chart out of view when the page opens). Run by ``streamlit run tests/chart_page.py``."""
 
 import sys
 from pathlib import Path
@@ -25,6 +26,8 @@ def figures() -> dict:
 
 pick = st.radio("Figure", ["first", "second"], horizontal=True)
 st.button("Rerun")
+if st.query_params.get("gap"):
+    st.markdown('<div style="height: 3000px">(a tall gap above)</div>', unsafe_allow_html=True)
 draw(figures()[pick], key="fig_test")
 st.markdown('<div style="height: 3000px">(a tall gap)</div>', unsafe_allow_html=True)
 draw(figures()[pick], key="fig_below")  # far out of view until scrolled to

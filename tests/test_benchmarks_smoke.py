@@ -205,6 +205,33 @@ def test_interactivity_pure_parts():
     assert set(merged["models"]) == {"minilm", "smollm2"}
 
 
+def test_page_trace_sums_a_js_profile_s_self_time_by_function_and_by_file():
+    from benchmarks.page_trace import self_time
+
+    profile = {
+        "nodes": [
+            {"id": 1, "callFrame": {"functionName": "(idle)", "url": "", "lineNumber": -1}},
+            {"id": 2, "callFrame": {"functionName": "draw", "url": "http://h/c/chart.js", "lineNumber": 9}},
+            {"id": 3, "callFrame": {"functionName": "", "url": "http://h/c/chart.js", "lineNumber": 1}},
+        ],
+        "samples": [2, 1, 2, 3],
+        "timeDeltas": [1000, 5000, 2000, 500],
+    }
+    assert self_time(profile) == [(5.0, "(idle) :0"), (3.0, "draw chart.js:10"), (0.5, "(anonymous) chart.js:2")]
+    assert self_time(profile, by="file") == [(5.0, "(idle)"), (3.5, "chart.js")]
+
+
+def test_open_link_gives_every_open_a_text_of_its_own_at_the_size_asked():
+    from urllib.parse import parse_qs, urlparse
+
+    from benchmarks.open_link import open_link
+
+    links = [parse_qs(urlparse(open_link("http://h", "smollm2", 512, i)).query) for i in range(12)]
+    assert len({q["text"][0] for q in links}) == 12
+    assert all(q["max_tokens"] == ["512"] and q["model"] == ["smollm2"] for q in links)
+    assert "model" not in parse_qs(urlparse(open_link("http://h", "minilm", 64, 0)).query)
+
+
 def test_page_trace_attributes_each_main_thread_task_to_its_first_event():
     from benchmarks.page_trace import by_first_event
 

@@ -201,6 +201,26 @@ def test_a_chart_out_of_view_waits_for_a_pause_and_shows_its_older_figure_faded_
     page.close()
 
 
+@pytest.mark.browser
+def test_the_page_s_first_chart_is_drawn_as_it_arrives_even_out_of_view_and_the_next_one_waits(browser, page_url):
+    # The browser never idle (requestIdleCallback never calls back): only the page's first chart is drawn, out of
+    # view as it is; the one after it waits for an idle moment (or to be scrolled to), as every chart did before.
+    page = browser.new_page(viewport={"width": 1000, "height": 700})
+    errors: list[str] = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.add_init_script("window.requestIdleCallback = () => 0;")
+    page.goto(page_url + "/?gap=1")
+    first = ".st-key-fig_test .lens-chart"
+    page.wait_for_selector(first + " svg.main-svg", timeout=60000)
+    assert page.evaluate(f"() => document.querySelector('{first}').getBoundingClientRect().top") > 2000
+    page.wait_for_timeout(1500)
+    assert page.locator(BELOW + " svg.main-svg").count() == 0  # waiting for an idle moment that never comes
+    page.locator(BELOW).scroll_into_view_if_needed()  # near the view: drawn
+    page.wait_for_selector(BELOW + " svg.main-svg", timeout=10000)
+    assert not errors
+    page.close()
+
+
 def test_a_clicked_overview_cell_is_read_and_kept_within_the_model():
     from ui.views.heads import cell
 
