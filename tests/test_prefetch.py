@@ -181,6 +181,7 @@ def test_note_ahead_is_queued_after_the_neighbours(monkeypatch):
 def test_a_costly_view_waits_for_the_longer_pause_without_holding_up_the_rest(monkeypatch):
     monkeypatch.setattr(prefetch, "NEIGHBOURS", 1)
     monkeypatch.setattr(prefetch, "QUIET_S", 0.05)
+    monkeypatch.setattr(prefetch, "OPEN_QUIET_S", 0.0)  # (a page's first run waits longer: the next test)
     prefetch._noted.calls, prefetch._noted.ahead = [], []
     store = Store(2**20)
     built_at = {}
@@ -199,6 +200,64 @@ def test_a_costly_view_waits_for_the_longer_pause_without_holding_up_the_rest(mo
     assert built_at["heads"] - ended >= 0.6  # only after the longer pause
     assert built_at["query"] - ended < 0.5 and built_at["other"] - ended < 0.5  # not held up behind it
     assert built_at["query"] < built_at["heads"] and built_at["other"] < built_at["heads"]
+
+
+def test_what_a_page_just_opened_queues_waits_the_open_pause_and_its_later_runs_do_not(monkeypatch):
+    monkeypatch.setattr(prefetch, "NEIGHBOURS", 1)
+    monkeypatch.setattr(prefetch, "QUIET_S", 0.05)
+    monkeypatch.setattr(prefetch, "OPEN_QUIET_S", 0.6)
+    prefetch._noted.calls, prefetch._noted.ahead = [], []
+    store = Store(2**20)
+    built_at = {}
+
+    def queue(owner: str, name: str) -> float:
+        """One run of ``owner`` that queues one job; returns when the run ended, once the job is built."""
+        with prefetch.running():
+            prefetch.note_ahead(store, (owner, name), lambda: built_at.setdefault(name, time.monotonic()), len)
+            assert prefetch.schedule(owner=owner) == 1
+        ended = time.monotonic()
+        assert prefetch.wait_idle(10)
+        return ended
+
+    ended = queue("tab", "first")
+    assert built_at["first"] - ended >= 0.6  # its page is still being drawn: the longer pause
+    ended = queue("tab", "second")
+    assert built_at["second"] - ended < 0.5  # the same page later: the usual short one
+    prefetch.drop({"tab"})  # the session ended: a new page with the same id would open again
+    ended = queue("tab", "third")
+    assert built_at["third"] - ended >= 0.6
+
+
+def test_wait_quiet_waits_for_runs_to_end_and_a_pause_after_them_but_not_for_ever(monkeypatch):
+    started = time.monotonic()
+    held = threading.Event()
+
+    def run_for(seconds: float) -> None:
+        with prefetch.running():
+            held.set()
+            time.sleep(seconds)
+
+    worker = threading.Thread(target=run_for, args=(0.4,))
+    worker.start()
+    held.wait(5)
+    assert prefetch.wait_quiet(0.3)
+    assert time.monotonic() - started >= 0.7  # the run's 0.4 s, then 0.3 s with none
+    worker.join()
+    with prefetch.running():  # a run that does not end within ``longest``
+        assert prefetch.wait_quiet(0.1, longest=0.3) is False
+
+
+def test_the_all_layers_check_in_the_background_starts_once_the_server_is_quiet(monkeypatch):
+    monkeypatch.setattr(prefetch, "OPEN_QUIET_S", 0.3)
+    started = []
+    monkeypatch.setattr(compute.pipeline, "replay_summary", lambda cap: started.append(time.monotonic()))
+    with prefetch.running():  # the page's run (and the browser drawing it)
+        job = compute._REPLAY_POOL.submit(compute._replay_job, object(), ("a key",))
+        time.sleep(0.3)
+        assert not started
+    ended = time.monotonic()
+    job.result(timeout=10)
+    assert started and started[0] - ended >= 0.3
 
 
 @pytest.mark.slow

@@ -190,7 +190,8 @@ _REPLAY_LOCK = threading.Lock()
 
 def replay_if_ready(request: TraceRequest):
     """The all-layers replay check if it is done, else None after starting it in the background (once per
-    capture): opening a long text draws its view first, and a click is never queued behind the check."""
+    capture): opening a long text draws its view first, and a click is never queued behind the check. The check
+    starts once the server has been quiet for ``prefetch.OPEN_QUIET_S`` (the browser is drawing the page meanwhile)."""
     cap = capture(request.model, request.text, request.max_tokens, request.pad_to)
     if "replay_summary" in cap.memo:
         return cap.memo["replay_summary"]
@@ -208,6 +209,7 @@ def replay_if_ready(request: TraceRequest):
 
 def _replay_job(cap, key) -> None:
     try:
+        prefetch.wait_quiet()  # after the page's first chart is drawn: it shares the cores with the browser
         with heavy():
             pipeline.replay_summary(cap)
     except Exception:  # a model the core cannot replay: the header says n/a instead of waiting forever

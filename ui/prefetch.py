@@ -8,7 +8,8 @@ switch away (``note_ahead``: Query inspector, Core vs model, for the head shown;
 more, only after a longer pause, ``PAUSE_S``); one daemon thread builds them into the shared ``Store`` (the same
 keys, so a later click is a cache hit) and pauses whenever any script run of the server is in progress
 (``running``) or ended less than ``QUIET_S`` ago (its messages are still on their way), so it only uses time
-nobody is waiting on.
+nobody is waiting on. What a session queues on its first run (a page just opened, which the browser is still
+drawing for a second or more) waits ``OPEN_QUIET_S``; so does the all-layers check (``wait_quiet``).
 
 Two rules keep it from costing memory for nothing: a session's new schedule replaces the jobs it queued
 before (they were for a page that has moved on, and each held on to that page's trace), and nothing is
@@ -42,6 +43,12 @@ QUIET_S = float(os.environ.get("ATTENTION_LENS_PREFETCH_QUIET_S", "0.4"))
 # it was still running when the next head change came (GIL and cores shared): in an alternating A/B the head
 # change at 64 tokens was 0.27-0.34 s with it and 0.22-0.26 s without (benchmarks/REPORT.md, ninth session).
 PAUSE_S = float(os.environ.get("ATTENTION_LENS_PREFETCH_PAUSE_S", "1.5"))
+# A page just opened is still being drawn well after its run ended: at 512 tokens the softmax weights (1 MB) reached
+# the browser 0.25-0.45 s after the server sent them and were drawn 0.5-0.8 s after that, on the same two cores
+# where the neighbouring heads' figures (0.35-0.7 s of CPU) and the all-layers check (0.5-1.1 s, ui/compute.py)
+# started as soon as the run ended. The jobs a session queues on its first run (its page's first view), and that
+# check, wait for this longer pause instead.
+OPEN_QUIET_S = float(os.environ.get("ATTENTION_LENS_PREFETCH_OPEN_QUIET_S", str(PAUSE_S)))
 
 # job(head) -> (key, build): the store key and the builder of one figure call at that head
 Job = Callable[[int], tuple[Hashable, Callable[[], Any]]]
@@ -53,6 +60,7 @@ _queue: deque = deque(maxlen=QUEUE_MAX)
 _worker: threading.Thread | None = None
 _noted = threading.local()  # the figure calls of the script run on this thread
 _acting = threading.local()  # the session whose job the builder thread is running (``acting_owner``)
+_scheduled_by: set = set()  # sessions that have queued jobs before (the others' first run is a page just opened)
 built = 0  # figure calls built in the background (tests and the benchmark read it)
 
 
@@ -111,17 +119,21 @@ def schedule(owner: Hashable = None) -> int:
     _noted.calls, _noted.ahead = [], []
     if NEIGHBOURS <= 0:
         return 0
+    with _lock:
+        opened = owner is not None and owner not in _scheduled_by  # this session's first run: its page is opening
+    least = OPEN_QUIET_S if opened else 0.0
     jobs = []
     for store, job, size, head, num_heads in calls:
         for other in neighbours(head, num_heads):
             key, build = job(other)
             if store.peek(key) is None:
-                jobs.append((owner, store, key, build, size, QUIET_S))
+                jobs.append((owner, store, key, build, size, max(QUIET_S, least)))
     ahead = sorted(ahead, key=lambda call: call[4])  # stable: the cheap views first, the costly ones last
-    jobs += [(owner, *call) for call in ahead if call[0].peek(call[1]) is None]
+    jobs += [(owner, *call[:4], max(call[4], least)) for call in ahead if call[0].peek(call[1]) is None]
     global _worker
     with _lock:
         if owner is not None:
+            _scheduled_by.add(owner)
             _drop_locked({owner})
         _queue.extend(jobs)
         if jobs and (_worker is None or not _worker.is_alive()):
@@ -133,6 +145,7 @@ def schedule(owner: Hashable = None) -> int:
 def drop(owners: set) -> int:
     """Forget the queued jobs of these sessions (they ended: ui/sweep.py); returns how many were dropped."""
     with _lock:
+        _scheduled_by.difference_update(owners)
         return _drop_locked(owners)
 
 
@@ -179,6 +192,21 @@ def _work() -> None:
             continue
         finally:
             _acting.owner = None
+
+
+def wait_quiet(quiet: float | None = None, longest: float = 10.0) -> bool:
+    """Block until no script run is in progress and none has ended for ``quiet`` seconds (default
+    ``OPEN_QUIET_S``), or ``longest`` seconds
+    have passed (a server that is never quiet still gets the work done). True if it went quiet. For background
+    work that nobody waits on (the all-layers check, ui/compute.py) on a thread of its own."""
+    quiet = OPEN_QUIET_S if quiet is None else quiet
+    deadline = time.monotonic() + longest
+    while time.monotonic() < deadline:
+        with _lock:
+            if not _active and time.monotonic() - _last_end >= quiet:
+                return True
+        time.sleep(IDLE_POLL_S)
+    return False
 
 
 def acting_owner() -> Hashable:
