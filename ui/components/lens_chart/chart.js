@@ -185,39 +185,26 @@ function draw(div, figure, update, token, settings, base) {
       div.__lensConfig ||= { ...settings.config, responsive: true, modeBarButtonsToAdd: [fullScreenButton(div)] };
       if (div.textContent && !div.classList.contains("js-plotly-plot")) div.textContent = "";
       return Plotly.react(div, figure.data || [], layout, div.__lensConfig)
-        .then(() => (drewAny = true))
         .then(apply)
         .then(marked);
     })
     .catch((err) => say(div, "This chart could not be drawn: " + err.message));
 }
 
-// What is in view is drawn first. A chart out of view (more than half a screen away) is drawn when the
-// browser is idle once the person has paused for PAUSE_MS (a head dragged across twelve values redraws only
-// what is on screen meanwhile; a view just opened draws what is on screen before the charts further down);
-// sooner if it comes near the view, and at once when the page is printed. Until then a chart keeps its
-// older figure, faded, or its room, empty.
-// A chart hidden with its view (a view kept in the page while another is shown) waits too, and is drawn
-// when the watcher sees it again.
-// Until the page has drawn its first chart (a link just opened), nobody is changing anything: a chart out of
-// view is drawn as soon as the browser is idle, without the pause. At 512 tokens the derivation's first chart
-// (the softmax weights) sits below the first screen, and it waited a second for a pause nobody was making.
-// The page's very first chart is not kept waiting even for that: it is drawn as it arrives. Waiting for an
-// idle moment, it waited for the rest of the page (a hundred more messages at 512 tokens, React mounting each):
-// it arrived at 2.1-2.6 s after the link was opened and was drawn at 3.3-3.5 s.
+// What is on screen, or within half a screen of it, is drawn; a chart further away keeps its older figure, faded
+// (or its room, empty), and is drawn when it comes near (the watcher), or at once when the page is printed. It used
+// to be drawn also once the person had paused for a second: with ten browsers on one two-core machine that redrew
+// every chart of the derivation after each click, and a click's answer took a quarter longer (10 pages x 40 s: 95-100 updates, p50 3.7-4.1 s, against 126-131 and 2.7-3.0 s).
+// A chart hidden with its view (a view kept in the page while another is shown) waits too, and is drawn when the
+// watcher sees it again.
+// The page's very first chart is drawn as it arrives, wherever it is: at 512 tokens the derivation's first chart
+// (the softmax weights) sits below the first screen; waiting for an idle moment, it waited for the rest of the
+// page (a hundred more messages, React mounting each): it arrived 2.1-2.6 s after the link was opened and was
+// drawn at 3.3-3.5 s.
 const NEAR = "50% 0px";
 const STALE_OPACITY = "0.35";
-const PAUSE_MS = 1000;
 let watcher = null;
-let drewAny = false; // a chart of this page has been drawn
-let startedAny = false; // a chart of this page has been sent to plotly (or found hidden) without waiting
-
-function whenIdle(div, delay) {
-  clearTimeout(div.__lensTimer); // a newer figure restarts the pause
-  const later = () => (window.requestIdleCallback ? requestIdleCallback(() => flush(div)) : setTimeout(() => flush(div), 50));
-  if (delay) div.__lensTimer = setTimeout(later, delay);
-  else later();
-}
+let startedAny = false; // a chart of this page has been sent to plotly (flush)
 
 function flush(div) {
   const pending = div.__lensPending;
@@ -230,6 +217,7 @@ function flush(div) {
   // Heads & layers' charts during a switch to the Query inspector: 0.44 -> 1.3 s).
   if (!div.getClientRects().length) return;
   div.__lensPending = null;
+  startedAny = true;
   draw(div, pending.figure, pending.update, pending.token, pending.settings, pending.base);
 }
 
@@ -285,14 +273,16 @@ export function render(component, settings, base) {
     } else if (waiting) figure = waiting.figure; // the same figure, still waiting to be drawn: drawn with this update
     const drawn = figure || div.classList.contains("js-plotly-plot");
     div.__lensPending = drawn ? { figure, update: arrived.update, token: div.__lensToken, settings, base } : null;
-    if (div.__lensInView || !startedAny) {
-      startedAny = true;
-      flush(div);
-    } else {
+    if (div.__lensInView) flush(div);
+    else if (!startedAny) {
+      // The page's first chart, wherever it is, once it is on the page (at the next frame: a chart's <div> may
+      // not be laid out yet when its figure arrives, and the watcher may find one in view first). A hidden one
+      // (in a closed expander) is not the first.
+      requestAnimationFrame(() => startedAny || flush(div));
+    } else if (div.classList.contains("js-plotly-plot")) {
       // Out of view (or not yet known: the watcher's first report, at the next frame, draws a new chart that
-      // is in view at once). An older figure stays, faded, until then.
-      if (div.classList.contains("js-plotly-plot")) div.style.opacity = STALE_OPACITY;
-      whenIdle(div, drewAny ? PAUSE_MS : 0);
+      // is near the view at once). An older figure stays, faded, until then.
+      div.style.opacity = STALE_OPACITY;
     }
   } // else: the same figure as on screen (or already waiting), nothing to draw
   if (!div.__lensWatched) {
@@ -302,7 +292,6 @@ export function render(component, settings, base) {
   return () => {
     // Streamlit keeps only the latest cleanup and calls it once, when the chart leaves the page: what waited
     // to be drawn is dropped with it, and a draw already on its way finds a newer token and stops.
-    clearTimeout(div.__lensTimer);
     div.__lensPending = null;
     div.__lensToken = (div.__lensToken || 0) + 1;
     div.__lensKey = div.__lensFigureKey = undefined; // should the same <div> be handed a figure again, it is drawn
