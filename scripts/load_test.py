@@ -6,7 +6,8 @@ One headless Chromium (Debian's, never downloaded) opens ``sessions`` browser co
 each, each on its own sentence (so the server holds distinct captures and traces). All pages are
 driven at once from one asyncio loop: each clicks the next "Divide the scores by" option
 (none -> temperature -> sqrt(d_k) -> none ...) and waits until the softmax-weights chart in the page
-holds new numbers; that wait is the update latency. An error is a chart that never updates, a
+holds new numbers (a watcher inside the page, ``WAIT_CHANGE``; ``--poll`` asks 20 times a second instead); that
+wait is the update latency. An error is a chart that never updates, a
 traceback or error box in the page, or an uncaught page error.
 
 The server's resident memory (VmRSS of its process, from /proc) is sampled every second: before
@@ -56,6 +57,26 @@ SIGNATURE = """() => { const box = document.querySelector('.st-key-fig_weights .
     const charts = [...document.querySelectorAll('.js-plotly-plot')].filter(el => el.data && !el.style.opacity);
     const g = charts.find(el => el.data[0] && el.data[0].name === 'weights') || charts[0];
     return g ? JSON.stringify(g.data.map(t => t.z || t.y || null)) : ''; }"""
+# The wait for that change, inside the page: a MutationObserver checks the signature at the next frame after the page
+# changed, and resolves with the new one (or "" after ``timeoutMs``). The harness used to ask for the signature over
+# the driver twenty times a second per page: with ten pages that polling alone cost about a tenth of the machine's
+# CPU (report section 7, "seventeenth"), taken from the pages it measured. ``--poll`` keeps that way to compare.
+WAIT_CHANGE = (
+    """([before, timeoutMs]) => new Promise((resolve) => {
+    const signature = """
+    + SIGNATURE
+    + """;
+    let queued = false, done = false;
+    const finish = (value) => { if (!done) { done = true; watcher.disconnect(); clearTimeout(timer); resolve(value); } };
+    const check = () => { queued = false; const now = signature(); if (now && now !== before) finish(now); };
+    const watcher = new MutationObserver(() => { if (!queued) { queued = true; requestAnimationFrame(check); } });
+    watcher.observe(document.body, {subtree: true, childList: true, attributes: true, characterData: true});
+    const timer = setTimeout(() => finish(""), timeoutMs);
+    check();
+})"""
+)
+POLL = {"on": False}  # --poll: the older way, the signature asked for 20 times a second
+
 # Streamlit's frontend disables every widget while its websocket is not CONNECTED: a click that times out on a
 # disabled control says which state the page's connection was in (report section 7, "thirteenth").
 CONNECTION = """() => { const e = document.querySelector('[data-test-connection-state]');
@@ -109,6 +130,9 @@ def percentile(values: list[float], fraction: float) -> float:
 
 
 async def _wait_change(page, before: str, timeout_s: float) -> str | None:
+    """The chart's new signature once it differs from ``before`` (None after ``timeout_s``)."""
+    if not POLL["on"]:
+        return await page.evaluate(WAIT_CHANGE, [before, timeout_s * 1000]) or None
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         now = await page.evaluate(SIGNATURE)
@@ -302,7 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--view", default="derivation", help="derivation (12 charts, the default page) or compare")
     parser.add_argument("--json", type=Path, help="also write the numbers to this file")
     parser.add_argument("--app-dir", help="checkout whose app.py runs (default: $ATTENTION_LENS_APP_DIR or this repo)")
+    parser.add_argument("--poll", action="store_true", help="wait for a change by asking the page 20 times a second")
     args = parser.parse_args(argv)
+    POLL["on"] = args.poll
     numbers = run(args.sessions, args.seconds, args.settle, view=args.view, app_dir=args.app_dir)
     print(summary(numbers))
     for sample in numbers["error_samples"]:
