@@ -77,8 +77,11 @@ WATCH = """() => {
   Object.assign(b, {armed: true, before: fingerprint(), clickAt: null, changedAt: null, paintedAt: null});
   return b.before.length > 0;
 }"""
-WEIGHTS_READY = """() => [...document.querySelectorAll('.js-plotly-plot')]
-    .some(el => el.data && el.data[0] && el.data[0].name === 'weights' && el.querySelector('svg.main-svg'))"""
+# The weights chart is looked at (scrolled into the middle of the screen) while waiting: the app draws a chart out of
+# view only when it comes near it (ui/components/lens_chart/chart.js).
+WEIGHTS_READY = """() => { document.querySelector('.st-key-fig_weights')?.scrollIntoView({block: 'center'});
+  return [...document.querySelectorAll('.js-plotly-plot')]
+    .some(el => el.data && el.data[0] && el.data[0].name === 'weights' && el.querySelector('svg.main-svg')); }"""
 # Streamlit shows its status widget (a running icon and "Stop") only while a script runs.
 IDLE = """() => !document.querySelector('[data-testid="stStatusWidget"]')"""
 CHROMIUM_EXTRA = ["--enable-precise-memory-info"]

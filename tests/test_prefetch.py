@@ -260,6 +260,15 @@ def test_the_all_layers_check_in_the_background_starts_once_the_server_is_quiet(
     assert started and started[0] - ended >= 0.3
 
 
+def test_an_all_layers_check_asked_for_long_ago_does_not_wait_for_a_quiet_server_any_more(monkeypatch):
+    started = []
+    monkeypatch.setattr(compute.pipeline, "replay_summary", lambda cap: started.append(time.monotonic()))
+    with prefetch.running():  # never quiet while this lasts
+        asked = time.monotonic() - compute.REPLAY_WAIT_S  # queued behind other checks for all of its time
+        compute._REPLAY_POOL.submit(compute._replay_job, object(), ("another key",), asked).result(timeout=5)
+        assert started  # ran within the run: its time to wait was spent
+
+
 @pytest.mark.slow
 def test_the_next_query_is_a_store_hit_in_the_query_inspector(monkeypatch):
     at = _opened_with_one_neighbour(

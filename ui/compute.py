@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import os
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import astuple, replace
 
@@ -203,13 +204,19 @@ def replay_if_ready(request: TraceRequest):
     with _REPLAY_LOCK:
         if key not in _REPLAY_RUNNING:
             _REPLAY_RUNNING.add(key)
-            _REPLAY_POOL.submit(_replay_job, cap, key)
+            _REPLAY_POOL.submit(_replay_job, cap, key, time.monotonic())
     return None
 
 
-def _replay_job(cap, key) -> None:
+REPLAY_WAIT_S = 10.0  # the longest a check waits for a quiet server, counted from when it was asked for
+
+
+def _replay_job(cap, key, asked: float | None = None) -> None:
     try:
-        prefetch.wait_quiet()  # after the page's first chart is drawn: it shares the cores with the browser
+        # after the page's first chart is drawn (it shares the cores with the browser); on a server that is never
+        # quiet, checks queued one behind the other (one worker) each wait out what is left of their own time
+        waited = 0.0 if asked is None else time.monotonic() - asked
+        prefetch.wait_quiet(longest=max(0.0, REPLAY_WAIT_S - waited))
         with heavy():
             pipeline.replay_summary(cap)
     except Exception:  # a model the core cannot replay: the header says n/a instead of waiting forever

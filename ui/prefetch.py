@@ -196,9 +196,9 @@ def _work() -> None:
 
 def wait_quiet(quiet: float | None = None, longest: float = 10.0) -> bool:
     """Block until no script run is in progress and none has ended for ``quiet`` seconds (default
-    ``OPEN_QUIET_S``), or ``longest`` seconds
-    have passed (a server that is never quiet still gets the work done). True if it went quiet. For background
-    work that nobody waits on (the all-layers check, ui/compute.py) on a thread of its own."""
+    ``OPEN_QUIET_S``), or ``longest`` seconds have passed (a server that is never quiet still gets the work done).
+    True if it went quiet. For background work nobody waits on (the all-layers check, ui/compute.py), on a thread
+    of its own."""
     quiet = OPEN_QUIET_S if quiet is None else quiet
     deadline = time.monotonic() + longest
     while time.monotonic() < deadline:

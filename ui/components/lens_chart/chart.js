@@ -194,7 +194,8 @@ function draw(div, figure, update, token, settings, base) {
 // What is on screen, or within half a screen of it, is drawn; a chart further away keeps its older figure, faded
 // (or its room, empty), and is drawn when it comes near (the watcher), or at once when the page is printed. It used
 // to be drawn also once the person had paused for a second: with ten browsers on one two-core machine that redrew
-// every chart of the derivation after each click, and a click's answer took a quarter longer (10 pages x 40 s: 95-100 updates, p50 3.7-4.1 s, against 126-131 and 2.7-3.0 s).
+// every chart of the derivation after each click, and a click's answer took a quarter longer (10 pages x 40 s:
+// 95-100 updates, p50 3.7-4.1 s, against 126-131 and 2.7-3.0 s).
 // A chart hidden with its view (a view kept in the page while another is shown) waits too, and is drawn when the
 // watcher sees it again.
 // The page's very first chart is drawn as it arrives, wherever it is: at 512 tokens the derivation's first chart
@@ -219,6 +220,28 @@ function flush(div) {
   div.__lensPending = null;
   startedAny = true;
   draw(div, pending.figure, pending.update, pending.token, pending.settings, pending.base);
+}
+
+const firstCandidates = new Set(); // charts that arrived before any was drawn
+let firstFrames = 0;
+
+function firstChart(div) {
+  // The page's first chart is drawn wherever it is: at the next frame, the first in the page's order of those
+  // that have arrived and are laid out (tried for a second of frames: an element may still be mounting when its
+  // figure arrives). The watcher may find one in view first, which then is the first. A hidden one (in a closed
+  // expander) is never laid out, and is not the first.
+  firstCandidates.add(div);
+  if (firstCandidates.size === 1) requestAnimationFrame(pickFirst);
+}
+
+function pickFirst() {
+  const ready = [...firstCandidates].filter((d) => d.__lensPending && d.isConnected && d.getClientRects().length);
+  if (!startedAny && ready.length) {
+    ready.sort((a, b) => (a.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING ? -1 : 1));
+    flush(ready[0]);
+  }
+  if (startedAny || ++firstFrames >= 60) firstCandidates.clear();
+  else requestAnimationFrame(pickFirst);
 }
 
 function watch(div) {
@@ -274,12 +297,8 @@ export function render(component, settings, base) {
     const drawn = figure || div.classList.contains("js-plotly-plot");
     div.__lensPending = drawn ? { figure, update: arrived.update, token: div.__lensToken, settings, base } : null;
     if (div.__lensInView) flush(div);
-    else if (!startedAny) {
-      // The page's first chart, wherever it is, once it is on the page (at the next frame: a chart's <div> may
-      // not be laid out yet when its figure arrives, and the watcher may find one in view first). A hidden one
-      // (in a closed expander) is not the first.
-      requestAnimationFrame(() => startedAny || flush(div));
-    } else if (div.classList.contains("js-plotly-plot")) {
+    else if (!startedAny) firstChart(div);
+    else if (div.classList.contains("js-plotly-plot")) {
       // Out of view (or not yet known: the watcher's first report, at the next frame, draws a new chart that
       // is near the view at once). An older figure stays, faded, until then.
       div.style.opacity = STALE_OPACITY;
