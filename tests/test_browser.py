@@ -39,9 +39,11 @@ def wait_change(page, before: str, timeout_ms: int = 60000) -> str:
     return chart_signature(page)
 
 
-DRAW_ALL = "() => window.dispatchEvent(new Event('beforeprint'))"  # as printing does: every chart drawn now
-ALL_DRAWN = """() => [...document.querySelectorAll('.lens-chart')].every(d => d.classList.contains('js-plotly-plot')
-    || d.textContent || (d.closest('[data-testid="stElementContainer"]') || {style: {}}).style.display === 'none')"""
+# Every chart drawn, as printing does ('beforeprint' draws every chart waiting), asked again at each check: a chart
+# whose figure arrives after one 'beforeprint' waits until it comes near the view, like any chart out of view.
+ALL_DRAWN = """() => { window.dispatchEvent(new Event('beforeprint'));
+  return [...document.querySelectorAll('.lens-chart')].every(d => d.classList.contains('js-plotly-plot')
+    || d.textContent || (d.closest('[data-testid="stElementContainer"]') || {style: {}}).style.display === 'none'); }"""
 
 
 def wait_idle(page, timeout=60000):
@@ -56,8 +58,7 @@ def wait_idle(page, timeout=60000):
             "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
             timeout=timeout,
         )
-        page.evaluate(DRAW_ALL)
-        page.wait_for_function(ALL_DRAWN, timeout=timeout)
+        page.wait_for_function(ALL_DRAWN, timeout=timeout, polling=100)
         page.wait_for_timeout(700)
 
 
@@ -201,8 +202,7 @@ def test_a_head_change_on_heads_and_layers_redraws_only_the_marks(browser, url):
     applies it with Plotly.update to the charts already drawn (a bold panel title, the flip chart's head, the
     overview's outlined cell), with no new Plotly.react of any of them (ui/components/lens_chart/chart.js)."""
     page, _ = heads_page(browser, url)
-    page.evaluate(DRAW_ALL)
-    page.wait_for_function(ALL_DRAWN, timeout=60000)
+    page.wait_for_function(ALL_DRAWN, timeout=60000, polling=100)
     assert page.evaluate(HEAD_MARKS) == {
         "bold": ["<b>head 0</b>"],
         "flip": ["head 0"],
