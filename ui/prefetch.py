@@ -157,13 +157,18 @@ def _drop_locked(owners: set) -> int:  # the caller holds ``_lock``
     return dropped
 
 
+def _quiet_for_locked() -> float | None:
+    """Seconds since the last script run ended; None while one is in progress. The caller holds ``_lock``."""
+    return None if _active else time.monotonic() - _last_end
+
+
 def _take_ready():
     """Remove and return the first queued job whose quiet time has passed with no run in progress (a costly view
     waiting for a longer pause does not hold up the cheap jobs queued after it); None while none may start.
     The caller holds ``_lock``."""
-    if _active:
+    quiet_for = _quiet_for_locked()
+    if quiet_for is None:
         return None
-    quiet_for = time.monotonic() - _last_end
     for index, job in enumerate(_queue):
         if quiet_for >= job[5]:
             del _queue[index]
@@ -203,7 +208,8 @@ def wait_quiet(quiet: float | None = None, longest: float = 10.0) -> bool:
     deadline = time.monotonic() + longest
     while time.monotonic() < deadline:
         with _lock:
-            if not _active and time.monotonic() - _last_end >= quiet:
+            quiet_for = _quiet_for_locked()
+            if quiet_for is not None and quiet_for >= quiet:
                 return True
         time.sleep(IDLE_POLL_S)
     return False
