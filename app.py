@@ -14,7 +14,7 @@ from streamlit.errors import StreamlitAPIException
 from attention_core.device import configure_threads, pick_device
 from attention_core.pretrained import DEFAULT_MODEL, ModelLoadError
 from attention_core.request import MAX_TEXT_CHARS
-from ui import chart, compute, export, header, prefetch, sidebar, views
+from ui import ahead, chart, compute, export, header, prefetch, sidebar, views
 from ui.settings import URL_TEXT_CHARS, VIEW_LABELS, VIEWS, from_query_params, to_query_params
 from ui.text import plain
 from ui.views import common as view_common
@@ -184,6 +184,7 @@ def _numbers_panel(model: str, text: str, facts, num_tokens: int, slots) -> None
     head_control(head_slot, trace.core.num_heads)
     del trace  # the fragments below look it up: what they are handed is kept until the next full run ends
     st.session_state["_panel_run"] = st.session_state.get("_panel_run", 0) + 1
+    st.session_state["_panel_tokens"] = num_tokens
     st.session_state["_views_drawn"] = {}  # this run draws the chosen view and clears the others
     view_switch(settings)
     for view_panel in VIEW_PANELS.values():
@@ -216,6 +217,15 @@ KEPT_VIEWS = ("derivation", "compare", "heads", "query")
 SWITCH_KEY = "lens-views"  # the fragment of the view control; each view's fragment is VIEW_KEY + its name
 VIEW_KEY = "lens-view-"
 BOX_KEY = "lens-box-"  # the container of each view's fragment (its CSS class: st-key-lens-box-<name>)
+# A view not shown: laid out at its real width but of no height (max-height: the box is a flex item that would
+# stretch), clipped and invisible (not display: none), so that the charts of a view drawn ahead (ui/ahead.py) are
+# drawn by plotly at their size while the page is idle, and a switch to it only shows it. --lens-hidden tells
+# ui/components/lens_chart/chart.js that a chart is in such a view (inherited, which Streamlit's own styles do not
+# undo: its markdown sets visibility: visible on its text).
+HIDDEN_STYLE = (
+    "max-height: 0 !important; min-height: 0 !important; overflow: hidden !important; "
+    "visibility: hidden !important; pointer-events: none !important; contain: layout paint; --lens-hidden: 1"
+)
 
 
 def chosen_view() -> str:
@@ -251,6 +261,21 @@ def _view_changed() -> None:
     _rerun(keys)
 
 
+def _pending() -> list[str]:
+    """The kept views not in the page for what is shown now (drawn ahead while the person reads, ui/ahead.py)."""
+    drawn = st.session_state.get("_views_drawn", {})
+    return ahead.pending(chosen_view(), KEPT_VIEWS, drawn, _look(), st.session_state.get("_panel_tokens", 0))
+
+
+def _ask_ahead() -> None:
+    """The page asks, after a pause, for a view it lacks: the first of them is drawn, hidden, and the view control's
+    fragment runs after it (the page hears what is left). Nothing left: only that fragment runs (the default)."""
+    left = _pending()
+    if left:
+        st.session_state["_draw_ahead"] = (left[0], st.session_state.get("_panel_run"))
+        _rerun([VIEW_KEY + left[0], SWITCH_KEY])  # in this order (Streamlit runs the named fragments first in, first out)
+
+
 def _head_changed() -> None:
     _rerun([VIEW_KEY + chosen_view()])  # the other views kept in the page are redrawn when opened again
 
@@ -278,8 +303,9 @@ def view_switch(settings) -> None:
     )
     view = chosen_view()
     hidden = ", ".join(f".st-key-{BOX_KEY}{name}" for name in VIEWS if name != view)
-    st.html(f"<style>{hidden} {{display: none !important}}</style>")
+    st.html(f"<style>{hidden} {{{HIDDEN_STYLE}}}</style>")
     st.query_params.from_dict(to_query_params(replace(settings, **sidebar.view_only())))
+    ahead.asker(_pending(), _ask_ahead)
 
 
 def _view_fragment(name: str):
@@ -289,12 +315,18 @@ def _view_fragment(name: str):
         has finished, so an old trace would stay alive while its replacement is built), nothing is recomputed,
         and only this view is sent and redrawn. Afterwards the neighbouring heads' figures are built in the
         background while nobody waits (ui.prefetch). Not the chosen view: nothing (what it drew is cleared)."""
-        if chosen_view() != name:
-            return
+        shown = chosen_view() == name
+        if not shown:
+            if st.session_state.get("_draw_ahead") != (name, st.session_state.get("_panel_run")):
+                return
+            del st.session_state["_draw_ahead"]  # asked by the page (ui/ahead.py): drawn hidden, once
         with prefetch.running(), st.container(key=BOX_KEY + name):
-            _view_panel(name, settings)
+            _view_panel(name, settings, shown=shown)
         st.session_state.setdefault("_views_drawn", {})[name] = _look()
-        prefetch.schedule(owner=compute.session_id())  # its new queue replaces its old one
+        if shown:
+            prefetch.schedule(owner=compute.session_id())  # its new queue replaces its old one
+        else:
+            prefetch.forget()  # the view shown keeps its queue
 
     view_panel.__qualname__ = f"view_panel_{name}"
     return st.fragment(key=VIEW_KEY + name)(view_panel)
@@ -303,13 +335,15 @@ def _view_fragment(name: str):
 VIEW_PANELS = {name: _view_fragment(name) for name in VIEWS}
 
 
-def _view_panel(view: str, settings) -> None:
+def _view_panel(view: str, settings, shown: bool = True) -> None:
+    """``shown``: the view chosen (else one drawn ahead, hidden, which queues no figures of other views)."""
     try:
         settings = replace(settings, **sidebar.view_only())
         st.query_params.from_dict(to_query_params(settings))
         trace = compute.with_head(compute.trace_for(settings.request()), settings.head)
         views.render(view, trace, settings)
-        views.ahead(view, trace, settings)
+        if shown:
+            views.ahead(view, trace, settings)
         if view in EXPORTABLE:
             export.slides_button(trace, settings, EXPORTABLE[view], suffix=f"_{view}")
     except compute.ServerBusy as err:

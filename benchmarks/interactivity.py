@@ -12,7 +12,8 @@ app.py`` of ``--app-dir`` / $ATTENTION_LENS_APP_DIR / this checkout, see ``bench
   ``--repeats`` times each (default 5), each on a value not shown before on that page:
   view-only: Head (+1 on the "Head" slider, keyboard ArrowRight), Query (Query inspector's "Query
   token" selectbox), View (the "View" segmented control: Heads & layers, Query inspector, Core vs
-  model, Derivation), Statistic (the next of the statistic buttons above Heads & layers' overview chart, switched in the
+  model, Derivation), View after reading (the same switches, each after 3 s on the page, from the derivation just
+  after a layer change: the app draws the views kept in the page ahead while nobody clicks), Statistic (the next of the statistic buttons above Heads & layers' overview chart, switched in the
   browser alone; an older app's "Statistic" selectbox where there are no buttons), Flip (a click on the next head
   of the plotly slider inside Heads & layers' one-head-at-a-time chart: switched in the browser alone);
   recompute: scaling (the "Divide the scores by" radio), Temperature (slider, with scaling set to the
@@ -85,6 +86,7 @@ ACTIONS = (  # (name, kind, label of the control) in the order they are measured
     ("encoding", RECOMPUTE, "Positional encoding (own core)"),
     ("fill", RECOMPUTE, "Fill for blocked scores"),
     ("view", VIEW_ONLY, "View"),
+    ("view_read", VIEW_ONLY, "View"),
     ("statistic", VIEW_ONLY, "Statistic"),
     ("flip", VIEW_ONLY, "Head (the slider inside the one-head-at-a-time chart)"),
     ("query", VIEW_ONLY, "Query token"),
@@ -95,11 +97,15 @@ NEEDS_VIEW = {
     "flip": "Heads & layers",
 }  # the view a control lives in
 VIEW_STEPS = ("Heads & layers", "Query inspector", "Core vs model", "Derivation", "Heads & layers")
+# "view_read": the same switches, each after READ_S seconds on the page (a person looks at a view before leaving
+# it; the app draws the kept views ahead once nobody has clicked for a second, ui/ahead.py), starting from the
+# derivation just after a layer change (which clears the views kept in the page): first visits, as in "view".
+READ_S = 3.0
 BUDGETS = {  # kind -> (seconds at 64 tokens, seconds at 512 tokens), issue 12 item 1 (MiniLM; SmolLM2 2x)
     VIEW_ONLY: (0.25, 0.6),
     RECOMPUTE: (0.4, 1.0),
 }
-BYTES_BUDGET = {"head": 1.5e6, "view": 1.5e6}
+BYTES_BUDGET = {"head": 1.5e6, "view": 1.5e6, "view_read": 1.5e6}
 OPEN_BUDGET_S = 3.0
 
 WATCH = r"""
@@ -451,9 +457,10 @@ def _clickable(target):
 
 # A person looks at a chart while changing it: before a control's clicks, the view's main chart is scrolled
 # into the middle of the screen (derivation: the softmax weights; another view: its first chart).
-LOOK = """() => { const charts = [...document.querySelectorAll('.js-plotly-plot, .lens-chart')]
-    .filter(el => el.offsetParent !== null);
-  const main = document.querySelector('.st-key-fig_weights')
+LOOK = """() => { const shown = el => el.offsetParent !== null
+    && getComputedStyle(el).getPropertyValue('--lens-hidden').trim() !== '1';  // not in a view kept hidden
+  const charts = [...document.querySelectorAll('.js-plotly-plot, .lens-chart')].filter(shown);
+  const main = [...document.querySelectorAll('.st-key-fig_weights')].find(shown)
     || charts.find(el => el.data && el.data[0] && el.data[0].name === 'weights') || charts[0];
   if (main) main.scrollIntoView({block: 'center'});
   return Boolean(main); }"""
@@ -476,9 +483,15 @@ def measure_page(
             try:
                 if name in NEEDS_VIEW:
                     page.ensure("View", NEEDS_VIEW[name])
+                if name == "view_read":
+                    page.ensure("View", "Derivation")
+                    page.change("Layer", 1)  # unmeasured: a numbers change, so the other views are first visits
                 page.look()
                 for i in range(repeats):
                     if name == "view":
+                        result = page.pick(label, VIEW_STEPS[i % len(VIEW_STEPS)])
+                    elif name == "view_read":
+                        page.page.wait_for_timeout(READ_S * 1e3)
                         result = page.pick(label, VIEW_STEPS[i % len(VIEW_STEPS)])
                     elif name == "flip":
                         result = page.flip(i + 1)

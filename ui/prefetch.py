@@ -110,6 +110,12 @@ def neighbours(head: int, num_heads: int, count: int | None = None) -> list[int]
     return order
 
 
+def forget() -> None:
+    """Drop this run's noted figure calls without queuing them (a view drawn ahead, hidden: its neighbouring
+    heads are not what the person looks at, and the queue of the view shown stays as it is)."""
+    _noted.calls, _noted.ahead = [], []
+
+
 def schedule(owner: Hashable = None) -> int:
     """Queue this run's figure calls at the neighbouring heads; start the builder. Returns jobs queued.
 

@@ -196,8 +196,9 @@ function draw(div, figure, update, token, settings, base) {
 // to be drawn also once the person had paused for a second: with ten browsers on one two-core machine that redrew
 // every chart of the derivation after each click, and a click's answer took a quarter longer (10 pages x 40 s:
 // 95-100 updates, p50 3.7-4.1 s, against 126-131 and 2.7-3.0 s).
-// A chart hidden with its view (a view kept in the page while another is shown) waits too, and is drawn when the
-// watcher sees it again.
+// A chart hidden with its view (a view kept in the page while another is shown, or drawn ahead of a switch to it:
+// ui/ahead.py) is laid out at its size but invisible: it is drawn while the browser is idle, one chart at a time
+// (`later`), so that a switch to its view finds it drawn; should it be shown first, the watcher draws it.
 // The page's very first chart is drawn as it arrives, wherever it is: at 512 tokens the derivation's first chart
 // (the softmax weights) sits below the first screen; waiting for an idle moment, it waited for the rest of the
 // page (a hundred more messages, React mounting each): it arrived 2.1-2.6 s after the link was opened and was
@@ -207,19 +208,49 @@ const STALE_OPACITY = "0.35";
 let watcher = null;
 let startedAny = false; // a chart of this page has been sent to plotly (flush)
 
-function flush(div) {
+function hidden(div) {
+  // In a view kept in the page, not shown: app.py's HIDDEN_STYLE sets this (inherited) property on its box.
+  return getComputedStyle(div).getPropertyValue("--lens-hidden").trim() === "1";
+}
+
+function flush(div, idle = false) {
   const pending = div.__lensPending;
   // Not on the page (its view was switched away while it waited): nothing to draw. Drawing into a detached
   // <div> cost the next view's click its time (three of Heads & layers' charts, drawn while the Query inspector
   // was opening). Kept pending: the watcher draws it should the same <div> come back.
   if (!pending || !div.isConnected) return;
-  // Hidden (a view kept in the page while another one is shown, app.py KEPT_VIEWS): drawn when it is shown
-  // again, by the watcher. Drawn now, plotly would lay it out at no width while the shown view opens (five of
-  // Heads & layers' charts during a switch to the Query inspector: 0.44 -> 1.3 s).
+  // Not laid out (in a closed expander): drawn when it is shown, by the watcher.
   if (!div.getClientRects().length) return;
+  // In a view kept hidden: drawn while the browser is idle, not now (while the view shown opens, five of Heads &
+  // layers' charts drawn during a switch to the Query inspector took it from 0.44 to 1.3 s).
+  if (!idle && hidden(div)) {
+    later(div);
+    return;
+  }
   div.__lensPending = null;
   startedAny = true;
   draw(div, pending.figure, pending.update, pending.token, pending.settings, pending.base);
+}
+
+// Charts of views kept hidden, drawn one per idle moment of the browser (a chart takes tens of milliseconds: a
+// click waits at most one of them). A chart shown meanwhile is drawn by the watcher instead.
+const waiting = new Set();
+const idleCallback = window.requestIdleCallback || ((run) => setTimeout(run, 50));
+
+function later(div) {
+  waiting.add(div);
+  if (waiting.size === 1) idleCallback(drawLater);
+}
+
+function drawLater() {
+  for (const div of waiting) {
+    waiting.delete(div);
+    if (div.__lensPending && div.isConnected && div.getClientRects().length && hidden(div)) {
+      flush(div, true);
+      break;
+    }
+  }
+  if (waiting.size) idleCallback(drawLater);
 }
 
 const firstCandidates = new Set(); // charts that arrived before any was drawn
@@ -235,7 +266,7 @@ function firstChart(div) {
 }
 
 function pickFirst() {
-  const ready = [...firstCandidates].filter((d) => d.__lensPending && d.isConnected && d.getClientRects().length);
+  const ready = [...firstCandidates].filter((d) => d.__lensPending && d.isConnected && d.getClientRects().length && !hidden(d));
   if (!startedAny && ready.length) {
     ready.sort((a, b) => (a.compareDocumentPosition(b) & Node.DOCUMENT_POSITION_FOLLOWING ? -1 : 1));
     flush(ready[0]);
@@ -298,10 +329,12 @@ export function render(component, settings, base) {
     div.__lensPending = drawn ? { figure, update: arrived.update, token: div.__lensToken, settings, base } : null;
     if (div.__lensInView) flush(div);
     else if (!startedAny) firstChart(div);
-    else if (div.classList.contains("js-plotly-plot")) {
+    else {
       // Out of view (or not yet known: the watcher's first report, at the next frame, draws a new chart that
-      // is near the view at once). An older figure stays, faded, until then.
-      div.style.opacity = STALE_OPACITY;
+      // is near the view at once). An older figure stays, faded, until then. In a view kept hidden: drawn
+      // when the browser is idle.
+      if (div.classList.contains("js-plotly-plot")) div.style.opacity = STALE_OPACITY;
+      if (div.__lensPending) later(div);
     }
   } // else: the same figure as on screen (or already waiting), nothing to draw
   if (!div.__lensWatched) {
