@@ -217,15 +217,6 @@ KEPT_VIEWS = ("derivation", "compare", "heads", "query")
 SWITCH_KEY = "lens-views"  # the fragment of the view control; each view's fragment is VIEW_KEY + its name
 VIEW_KEY = "lens-view-"
 BOX_KEY = "lens-box-"  # the container of each view's fragment (its CSS class: st-key-lens-box-<name>)
-# A view not shown: laid out at its real width but of no height (max-height: the box is a flex item that would
-# stretch), clipped and invisible (not display: none), so that the charts of a view drawn ahead (ui/ahead.py) are
-# drawn by plotly at their size while the page is idle, and a switch to it only shows it. --lens-hidden tells
-# ui/components/lens_chart/chart.js that a chart is in such a view (inherited, which Streamlit's own styles do not
-# undo: its markdown sets visibility: visible on its text).
-HIDDEN_STYLE = (
-    "max-height: 0 !important; min-height: 0 !important; overflow: hidden !important; "
-    "visibility: hidden !important; pointer-events: none !important; contain: layout paint; --lens-hidden: 1"
-)
 
 
 def chosen_view() -> str:
@@ -270,6 +261,7 @@ def _pending() -> list[str]:
 def _ask_ahead() -> None:
     """The page asks, after a pause, for a view it lacks: the first of them is drawn, hidden, and the view control's
     fragment runs after it (the page hears what is left). Nothing left: only that fragment runs (the default)."""
+    st.session_state["_asks"] = st.session_state.get("_asks", 0) + 1
     left = _pending()
     if left:
         st.session_state["_draw_ahead"] = (left[0], st.session_state.get("_panel_run"))
@@ -303,9 +295,9 @@ def view_switch(settings) -> None:
     )
     view = chosen_view()
     hidden = ", ".join(f".st-key-{BOX_KEY}{name}" for name in VIEWS if name != view)
-    st.html(f"<style>{hidden} {{{HIDDEN_STYLE}}}</style>")
+    st.html(f"<style>{hidden} {{{ahead.HIDDEN_STYLE}}}</style>")
     st.query_params.from_dict(to_query_params(replace(settings, **sidebar.view_only())))
-    ahead.asker(_pending(), _ask_ahead)
+    ahead.asker(_pending(), st.session_state.get("_asks", 0), _ask_ahead)
 
 
 def _view_fragment(name: str):

@@ -153,6 +153,17 @@ def widget_state(widget: Widget, value: Any):
     return state
 
 
+def trigger_state(component_id: str, event: str, value: Any):
+    """The WidgetState proto of a custom component's trigger ``event`` (``setTriggerValue(event, value)`` in the
+    page): Streamlit 1.67 sends every trigger of a component as one JSON list on its "events" widget."""
+    from streamlit.components.v2.bidi_component.main import _make_trigger_id
+    from streamlit.proto.WidgetStates_pb2 import WidgetState
+
+    state = WidgetState(id=_make_trigger_id(component_id, "events"))
+    state.json_trigger_value = json.dumps([{"event": event, "value": value}])
+    return state
+
+
 def rerun_message(query_string: str, states: Sequence = (), page_script_hash: str = "", fragment_id: str = "") -> bytes:
     """A serialized BackMsg asking for a rerun with ``states`` (WidgetState protos); of one fragment only when
     ``fragment_id`` is given, as the browser asks when a widget drawn by that fragment changes."""
@@ -229,6 +240,8 @@ class RunResult:
     page_script_hash: str = ""
     query_string: str | None = None  # the page's link as the run set it (st.query_params), if it did
     kinds: collections.Counter = field(default_factory=collections.Counter)  # elements sent, by type
+    # custom components (st.components.v2) sent, by name: (element id, fragment id, JSON data or None)
+    components: dict[str, tuple[str, str, Any]] = field(default_factory=dict)
 
 
 def read_forward(data: bytes, run: RunResult) -> bool:
@@ -246,7 +259,12 @@ def read_forward(data: bytes, run: RunResult) -> bool:
         element = msg.delta.new_element
         which = element.WhichOneof("type")
         run.kinds[which] += 1
-        if which == "exception":
+        if which == "bidi_component":
+            proto = element.bidi_component
+            data = json.loads(proto.json) if proto.WhichOneof("data") == "json" else None
+            run.components[proto.component_name] = (proto.id, msg.delta.fragment_id, data)
+            run.kinds[f"{which}:{proto.component_name.rsplit('.', 1)[-1]}"] += 1  # which component, too
+        elif which == "exception":
             run.errors.append(f"exception: {element.exception.type}: {element.exception.message[:160]}")
         elif which == "alert":
             body = element.alert.body

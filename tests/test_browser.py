@@ -46,9 +46,16 @@ ALL_DRAWN = """() => { window.dispatchEvent(new Event('beforeprint'));
     || d.textContent || (d.closest('[data-testid="stElementContainer"]') || {style: {}}).style.display === 'none'); }"""
 
 
+# The views kept in the page are drawn ahead once it has been left alone for a second (ui/ahead.py): settled when
+# no ask is wanted or on its way and none is left.
+AHEAD_SETTLED = """() => { const s = window.__lensAhead;
+  return !s || (!s.wanted && !s.asking && s.pending.length === 0); }"""
+
+
 def wait_idle(page, timeout=60000):
-    """The page has run its script and drawn every chart, also those out of view (a chart out of view is
-    drawn only when it comes near it, or when the page is printed: ui/components/lens_chart/chart.js)."""
+    """The page has run its script, drawn the views kept in the page ahead, and drawn every chart, also those out
+    of view (a chart out of view is drawn only when it comes near it, or when the page is printed:
+    ui/components/lens_chart/chart.js)."""
     page.wait_for_selector(".lens-chart, " + CHART, state="attached", timeout=timeout)
     # Streamlit shows its status widget (a running icon and "Stop") only while a script runs; its text no
     # longer says "Running", so wait for the widget to be gone, twice across a short pause (a run that ends
@@ -58,6 +65,7 @@ def wait_idle(page, timeout=60000):
             "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')",
             timeout=timeout,
         )
+        page.wait_for_function(AHEAD_SETTLED, timeout=timeout, polling=100)
         page.wait_for_function(ALL_DRAWN, timeout=timeout, polling=100)
         page.wait_for_timeout(700)
 
@@ -363,4 +371,43 @@ def test_the_views_charts_use_the_app_s_own_cartesian_plotly_js(browser, url):
     assert not any("/static/js/PlotlyChart." in name for name in loaded)
     answer = page.request.get(f"{url}/{bundle}")
     assert answer.status == 200 and answer.headers.get("etag") and answer.headers.get("last-modified")
+    page.close()
+
+
+BOXES = """() => Object.fromEntries([...document.querySelectorAll('[class*="st-key-lens-box-"]')].map(b => {
+  const charts = [...b.querySelectorAll('.lens-chart')];
+  return [[...b.classList].find(c => c.startsWith('st-key-lens-box-')).slice('st-key-lens-box-'.length),
+          {height: b.getBoundingClientRect().height, width: b.getBoundingClientRect().width, charts: charts.length,
+           drawn: charts.filter(d => d.classList.contains('js-plotly-plot')).length,
+           widths: charts.filter(d => d._fullLayout).map(d => [d._fullLayout.width, Math.round(d.getBoundingClientRect().width), (d.layout || {}).width || null])}]; }))"""
+
+
+def test_the_kept_views_are_drawn_ahead_while_nobody_clicks_and_a_switch_then_draws_nothing(browser, url):
+    """ui/ahead.py: a page clicked (or typed into) faster than every second draws nothing ahead; left alone, it asks
+    for Core vs model, Heads & layers and the Query inspector, one at a time, and each is drawn hidden (no height,
+    its charts drawn by plotly at the view's width). A switch to one then only shows it: no Plotly draw."""
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    page.goto(url)
+    page.wait_for_selector(".lens-chart", state="attached", timeout=60000)
+    for _ in range(12):  # a person busy with the page: a key every 0.3 s for 3.6 s
+        page.keyboard.press("Shift")
+        page.wait_for_timeout(300)
+    assert set(page.evaluate(BOXES)) == {"derivation"}  # nothing drawn ahead meanwhile
+    wait_idle(page)
+    boxes = page.evaluate(BOXES)
+    assert set(boxes) == {"derivation", "compare", "heads", "query"}, boxes
+    shown = boxes.pop("derivation")
+    assert shown["height"] > 0
+    for name, box in boxes.items():
+        assert box["height"] == 0 and box["width"] == shown["width"], (name, box)
+        assert box["charts"] and box["drawn"] == box["charts"], (name, box)  # every chart drawn while hidden
+        assert all(abs(w - div) < 2 or w == own for w, div, own in box["widths"]), (name, box)  # at its width
+    page.evaluate(DRAW_SPY)
+    page.get_by_text("Heads & layers", exact=True).first.click()
+    page.wait_for_function("() => document.querySelector('.st-key-lens-box-heads').getBoundingClientRect().height > 0")
+    page.wait_for_function(STATUS_GONE, timeout=60000)
+    page.wait_for_timeout(800)
+    assert page.evaluate("() => window.__draws") == []  # shown as drawn ahead: nothing drawn on the click's path
+    assert page.evaluate(BOXES)["derivation"]["height"] == 0  # the derivation stays, hidden
+    no_errors(page)
     page.close()

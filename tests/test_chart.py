@@ -225,6 +225,41 @@ def test_the_page_s_first_chart_is_drawn_as_it_arrives_even_out_of_view_and_the_
     page.close()
 
 
+HIDDEN = ".st-key-fig_hidden .lens-chart"
+
+
+@pytest.mark.browser
+@pytest.mark.parametrize("idle", [True, False])
+def test_a_chart_in_a_view_kept_hidden_is_drawn_at_its_width_when_the_browser_is_idle(browser, page_url, idle):
+    """A view drawn ahead (ui/ahead.py) is laid out but invisible, of no height: its charts are drawn by plotly at
+    their real width once the browser is idle (never, when it is never idle), so a switch to it only shows them.
+    The chart far below, visible but out of view, still waits to be scrolled to."""
+    page = browser.new_page(viewport={"width": 1000, "height": 700})
+    errors: list[str] = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    if not idle:
+        page.add_init_script("window.requestIdleCallback = () => 0;")
+    page.goto(page_url + "/?hidden=1")
+    page.wait_for_selector(PLOT + " svg.main-svg", timeout=60000)
+    box = page.evaluate(
+        "() => { const b = document.querySelector('.st-key-hidden_box').getBoundingClientRect(); return [b.width, b.height]; }"
+    )
+    assert box[0] > 500 and box[1] == 0, box  # laid out at the column's width, of no height
+    if idle:
+        page.wait_for_selector(HIDDEN + " svg.main-svg", state="attached", timeout=10000)
+        width = page.evaluate(f"() => document.querySelector('{HIDDEN}')._fullLayout.width")
+        assert abs(width - box[0]) < 2, (width, box)  # drawn at its size, not plotly's default 700 px
+        assert not page.locator(HIDDEN).is_visible()
+        page.get_by_text("second").click()  # a new figure: redrawn while hidden too
+        page.wait_for_function(f"() => (document.querySelector('{HIDDEN}').data || [{{}}])[0].name === 'weights-second'")
+    else:
+        page.wait_for_timeout(1500)
+        assert page.locator(HIDDEN + " svg.main-svg").count() == 0
+    assert page.locator(BELOW + " svg.main-svg").count() == 0  # out of view and shown: waits to be scrolled to
+    assert not errors
+    page.close()
+
+
 def test_a_clicked_overview_cell_is_read_and_kept_within_the_model():
     from ui.views.heads import cell
 

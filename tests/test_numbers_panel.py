@@ -31,7 +31,13 @@ from ui.sidebar import ENCODING_LABELS, MASK_LABELS, SCALING_LABELS, SOURCE_LABE
 
 pytestmark = pytest.mark.slow
 
-CHART = "bidi_component"  # the app's chart (ui/chart.py)
+CHART = "bidi_component:attention_lens_chart"  # the app's charts (ui/chart.py), the clickable one too
+
+
+def charts(run) -> int:
+    return run.kinds[CHART] + run.kinds[CHART + "_click"]
+
+
 TEXT = "The cat sat on the mat because it was tired."
 RECOMPUTE = {  # label -> (the link's name for it, the option names by their labels)
     "Divide the scores by": ("scaling", SCALING_LABELS),
@@ -72,7 +78,7 @@ def test_recompute_controls_rerun_the_numbers_panel_and_max_tokens_the_whole_scr
         run, _, head = await client.change("Head", "next")  # view-only: the view shown alone
         assert run is not None and not run.errors and run.finished == "FINISHED_FRAGMENT_RUN_SUCCESSFULLY"
         assert "Head" not in run.widgets and "Divide the scores by" not in run.widgets
-        assert run.kinds[CHART] > 0 and _link(run)["head"] == str(int(head[0] if isinstance(head, list) else head))
+        assert charts(run) > 0 and _link(run)["head"] == str(int(head[0] if isinstance(head, list) else head))
 
         async def switch(view: str):
             run, _, _ = await client.change("View", (VIEW_LABELS[view],))
@@ -81,14 +87,14 @@ def test_recompute_controls_rerun_the_numbers_panel_and_max_tokens_the_whole_scr
             assert _link(run).get("view", "derivation") == view, (view, run.query_string)
             return run
 
-        assert (await switch("heads")).kinds[CHART] > 0  # first visit: drawn
-        assert (await switch("derivation")).kinds[CHART] == 0  # kept in the page and current: shown, not sent
-        assert (await switch("heads")).kinds[CHART] == 0
+        assert charts(await switch("heads")) > 0  # first visit: drawn
+        assert charts(await switch("derivation")) == 0  # kept in the page and current: shown, not sent
+        assert charts(await switch("heads")) == 0
         run, _, _ = await client.change("Head", "next")  # redraws Heads only; the derivation is now stale
-        assert run is not None and not run.errors and run.kinds[CHART] > 0
-        assert (await switch("derivation")).kinds[CHART] > 0  # drawn again for the new head
+        assert run is not None and not run.errors and charts(run) > 0
+        assert charts(await switch("derivation")) > 0  # drawn again for the new head
         await switch("pairs")  # not kept: the kept views are cleared
-        assert (await switch("derivation")).kinds[CHART] > 0
+        assert charts(await switch("derivation")) > 0
 
         # two changes in one message (a person quicker than the server): both values hold
         source, fill = client.widgets["Source of X and weights"], client.widgets["Fill for blocked scores"]
@@ -106,6 +112,54 @@ def test_recompute_controls_rerun_the_numbers_panel_and_max_tokens_the_whole_scr
         assert run.finished == "FINISHED_SUCCESSFULLY", run.finished
         assert "Text" in run.widgets, "a new Max tokens did not rerun the whole script"
         assert _link(run)["max_tokens"] == "8"
+        await client.close()
+
+    with app_server(log_dir=tmp_path) as server:
+        asyncio.run(scenario(server))
+
+
+AHEAD = "attention_lens_ahead"  # the page's asker (ui/ahead.py)
+
+
+def _asker(run):
+    found = [value for name, value in run.components.items() if name.endswith(AHEAD)]
+    return found[0] if found else None
+
+
+def test_the_page_s_ask_draws_the_kept_views_ahead_one_at_a_time_and_a_switch_then_sends_nothing(tmp_path):
+    """What the page does after a pause (ui/ahead.py): each ask draws the first kept view that is not in the page
+    for what is shown (hidden, the view control unchanged) and tells the page what is left; with nothing left an
+    ask draws nothing; a switch to a view drawn ahead sends no chart; a head change makes them stale again."""
+
+    async def scenario(server) -> None:
+        from benchmarks.load_protocol import trigger_state
+
+        client = Client(server.ws_url, query_string(TEXT), 120.0)
+        await client.connect()
+        run, _ = await client.run()
+        assert not run.errors, run.errors
+        component_id, fragment_id, data = _asker(run)
+        assert fragment_id and data == {"pending": ["compare", "heads", "query"], "answered": 0}
+
+        async def ask(asks: int, shown: str = "derivation"):
+            run, _ = await client.run([trigger_state(component_id, "ask", asks)], fragment_id)
+            assert not run.errors and run.finished == "FINISHED_FRAGMENT_RUN_SUCCESSFULLY", (run.errors, run.finished)
+            assert _link(run).get("view", "derivation") == shown, run.query_string  # the view shown stays
+            return run
+
+        for asks, left in enumerate((["heads", "query"], ["query"], []), start=1):
+            run = await ask(asks)
+            assert charts(run) > 0 and _asker(run)[2] == {"pending": left, "answered": asks}, (asks, _asker(run))
+        run = await ask(4)
+        assert charts(run) == 0 and _asker(run)[2] == {"pending": [], "answered": 4}  # nothing left: nothing drawn
+
+        for view in ("heads", "query", "compare"):
+            run, _, _ = await client.change("View", (VIEW_LABELS[view],))
+            assert run is not None and not run.errors and charts(run) == 0, (view, run and run.kinds)
+        run, _, _ = await client.change("Head", "next")  # Core vs model redrawn; the others are stale now
+        assert run is not None and not run.errors and charts(run) > 0
+        run = await ask(5, shown="compare")
+        assert charts(run) > 0 and _asker(run)[2] == {"pending": ["heads", "query"], "answered": 5}, _asker(run)
         await client.close()
 
     with app_server(log_dir=tmp_path) as server:

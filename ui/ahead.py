@@ -28,6 +28,16 @@ GAP_MS = 300  # between asks with no click in between: the page only needs to ha
 UP_TO = int(env_number("ATTENTION_LENS_AHEAD_UP_TO", 256, 0))  # tokens; above this no view is drawn ahead
 KEY = "lens_ahead"
 
+# A view not shown (app.py writes this for the box of every view but the chosen one): laid out at its real width
+# but of no height (max-height: the box is a flex item that would stretch), clipped and invisible (not
+# display: none), so that the charts of a view drawn ahead are drawn by plotly at their size while the page is
+# idle, and a switch to it only shows it. --lens-hidden tells ui/components/lens_chart/chart.js that a chart is in
+# such a view (inherited, which Streamlit's own styles do not undo: its markdown sets visibility: visible).
+HIDDEN_STYLE = (
+    "max-height: 0 !important; min-height: 0 !important; overflow: hidden !important; "
+    "visibility: hidden !important; pointer-events: none !important; contain: layout paint; --lens-hidden: 1"
+)
+
 
 def script() -> str:
     return (
@@ -51,6 +61,7 @@ def pending(shown: str, kept: Sequence[str], drawn: dict, look: str, num_tokens:
     return [name for name in kept if name != shown and drawn.get(name) != look]
 
 
-def asker(views: list[str], on_ask: Callable[[], None]) -> None:
-    """The page's asker, told which views are still to draw; ``on_ask`` runs when the page asks."""
-    _component(key=KEY, data={"pending": list(views)}, on_ask_change=on_ask)
+def asker(views: list[str], answered: int, on_ask: Callable[[], None]) -> None:
+    """The page's asker, told which views are still to draw and how many asks were answered; ``on_ask`` runs when
+    the page asks."""
+    _component(key=KEY, data={"pending": list(views), "answered": answered}, on_ask_change=on_ask)

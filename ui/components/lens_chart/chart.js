@@ -209,7 +209,7 @@ let watcher = null;
 let startedAny = false; // a chart of this page has been sent to plotly (flush)
 
 function hidden(div) {
-  // In a view kept in the page, not shown: app.py's HIDDEN_STYLE sets this (inherited) property on its box.
+  // In a view kept in the page, not shown: ui/ahead.py's HIDDEN_STYLE sets this (inherited) property on its box.
   return getComputedStyle(div).getPropertyValue("--lens-hidden").trim() === "1";
 }
 
@@ -328,8 +328,10 @@ export function render(component, settings, base) {
     const drawn = figure || div.classList.contains("js-plotly-plot");
     div.__lensPending = drawn ? { figure, update: arrived.update, token: div.__lensToken, settings, base } : null;
     if (div.__lensInView) flush(div);
-    else if (!startedAny) firstChart(div);
-    else {
+    else if (!startedAny) {
+      firstChart(div);
+      if (div.__lensPending) later(div); // (a chart of a view kept hidden is not the first: drawn when idle)
+    } else {
       // Out of view (or not yet known: the watcher's first report, at the next frame, draws a new chart that
       // is near the view at once). An older figure stays, faded, until then. In a view kept hidden: drawn
       // when the browser is idle.
