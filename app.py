@@ -148,7 +148,7 @@ def numbers_panel(model: str, text: str, facts, num_tokens: int, sizes: tuple[in
     whole-script rerun cost the browser about 0.15 s more per click at 64 tokens, report section 7).
     Max tokens and padding are drawn here too but decide the capture, which main() computes: a change of
     either reruns the whole script."""
-    with prefetch.running():
+    with prefetch.running(compute.session_id()):
         try:
             if _sizes() != sizes:
                 st.rerun()  # the capture is main()'s: it must run again with the new sizes
@@ -217,6 +217,7 @@ KEPT_VIEWS = ("derivation", "compare", "heads", "query")
 SWITCH_KEY = "lens-views"  # the fragment of the view control; each view's fragment is VIEW_KEY + its name
 VIEW_KEY = "lens-view-"
 BOX_KEY = "lens-box-"  # the container of each view's fragment (its CSS class: st-key-lens-box-<name>)
+BOX_CLASS = "st-key-" + BOX_KEY
 
 
 def chosen_view() -> str:
@@ -252,20 +253,25 @@ def _view_changed() -> None:
     _rerun(keys)
 
 
-def _pending() -> list[str]:
-    """The kept views not in the page for what is shown now (drawn ahead while the person reads, ui/ahead.py)."""
-    drawn = st.session_state.get("_views_drawn", {})
-    return ahead.pending(chosen_view(), KEPT_VIEWS, drawn, _look(), st.session_state.get("_panel_tokens", 0))
+def _asked(name: str):
+    """The "ask" callback of ``name``'s asker (ui/ahead.py): its fragment, which runs next, draws it hidden, unless
+    another session has run anything in the last ``ahead.ALONE_S`` seconds, or another view is being drawn ahead
+    (ten visitors: a view drawn ahead for one took the cores the others' answers needed); then it draws its asker
+    again, which tells the page to wait."""
+
+    def asked() -> None:
+        me = compute.session_id()
+        if prefetch.quiet() and prefetch.alone(me, ahead.ALONE_S) and ahead.claim(me):
+            st.session_state["_draw_ahead"] = (name, st.session_state.get("_panel_run"))
+        else:  # its fragment draws only its asker: what it showed (stale, or nothing) leaves the page
+            st.session_state["_ahead_declined"] = st.session_state.get("_ahead_declined", 0) + 1
+            st.session_state.get("_views_drawn", {}).pop(name, None)
+
+    return asked
 
 
-def _ask_ahead() -> None:
-    """The page asks, after a pause, for a view it lacks: the first of them is drawn, hidden, and the view control's
-    fragment runs after it (the page hears what is left). Nothing left: only that fragment runs (the default)."""
-    st.session_state["_asks"] = st.session_state.get("_asks", 0) + 1
-    left = _pending()
-    if left:
-        st.session_state["_draw_ahead"] = (left[0], st.session_state.get("_panel_run"))
-        _rerun([VIEW_KEY + left[0], SWITCH_KEY])  # in this order (Streamlit runs the named fragments first in, first out)
+def _declined() -> int:
+    return st.session_state.get("_ahead_declined", 0)
 
 
 def _head_changed() -> None:
@@ -294,10 +300,9 @@ def view_switch(settings) -> None:
         on_change=_view_changed,
     )
     view = chosen_view()
-    hidden = ", ".join(f".st-key-{BOX_KEY}{name}" for name in VIEWS if name != view)
+    hidden = ", ".join(f".{BOX_CLASS}{name}" for name in VIEWS if name != view)
     st.html(f"<style>{hidden} {{{ahead.HIDDEN_STYLE}}}</style>")
     st.query_params.from_dict(to_query_params(replace(settings, **sidebar.view_only())))
-    ahead.asker(_pending(), st.session_state.get("_asks", 0), _ask_ahead)
 
 
 def _view_fragment(name: str):
@@ -307,14 +312,26 @@ def _view_fragment(name: str):
         has finished, so an old trace would stay alive while its replacement is built), nothing is recomputed,
         and only this view is sent and redrawn. Afterwards the neighbouring heads' figures are built in the
         background while nobody waits (ui.prefetch). Not the chosen view: nothing (what it drew is cleared)."""
-        shown = chosen_view() == name
-        if not shown:
-            if st.session_state.get("_draw_ahead") != (name, st.session_state.get("_panel_run")):
-                return
+        view = chosen_view()
+        shown = view == name
+        asks = ahead.eligible(view, name, KEPT_VIEWS, st.session_state.get("_panel_tokens", 0))
+        asked = st.session_state.get("_draw_ahead") == (name, st.session_state.get("_panel_run"))
+        if asked:
             del st.session_state["_draw_ahead"]  # asked by the page (ui/ahead.py): drawn hidden, once
-        with prefetch.running(), st.container(key=BOX_KEY + name):
-            _view_panel(name, settings, shown=shown)
-        st.session_state.setdefault("_views_drawn", {})[name] = _look()
+        elif not shown:
+            if asks:  # not in the page: the page may ask for it while nobody clicks
+                ahead.asker(name, BOX_CLASS + name, None, KEPT_VIEWS.index(name), _asked(name), _declined())
+            return
+        try:
+            with prefetch.running(compute.session_id()), st.container(key=BOX_KEY + name):
+                _view_panel(name, settings, shown=shown)
+        finally:
+            if asked:
+                ahead.release(compute.session_id())  # the server's turn to draw a view ahead
+        look = _look()
+        st.session_state.setdefault("_views_drawn", {})[name] = look
+        if asks:  # what it shows: the page compares the others' with the shown one's
+            ahead.asker(name, BOX_CLASS + name, look, KEPT_VIEWS.index(name), _asked(name), _declined())
         if shown:
             prefetch.schedule(owner=compute.session_id())  # its new queue replaces its old one
         else:
@@ -353,7 +370,7 @@ def _went_wrong(err: Exception) -> None:
 
 
 try:
-    with prefetch.running():
+    with prefetch.running(compute.session_id()):
         main()
 except compute.ServerBusy as err:
     st.warning(plain(str(err)), icon=":material/hourglass_top:")

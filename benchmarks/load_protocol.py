@@ -240,7 +240,7 @@ class RunResult:
     page_script_hash: str = ""
     query_string: str | None = None  # the page's link as the run set it (st.query_params), if it did
     kinds: collections.Counter = field(default_factory=collections.Counter)  # elements sent, by type
-    # custom components (st.components.v2) sent, by name: (element id, fragment id, JSON data or None)
+    # custom components (st.components.v2) sent, by element id (its key at the end): (name, fragment id, JSON data)
     components: dict[str, tuple[str, str, Any]] = field(default_factory=dict)
 
 
@@ -262,7 +262,7 @@ def read_forward(data: bytes, run: RunResult) -> bool:
         if which == "bidi_component":
             proto = element.bidi_component
             data = json.loads(proto.json) if proto.WhichOneof("data") == "json" else None
-            run.components[proto.component_name] = (proto.id, msg.delta.fragment_id, data)
+            run.components[proto.id] = (proto.component_name, msg.delta.fragment_id, data)
             run.kinds[f"{which}:{proto.component_name.rsplit('.', 1)[-1]}"] += 1  # which component, too
         elif which == "exception":
             run.errors.append(f"exception: {element.exception.type}: {element.exception.message[:160]}")

@@ -51,10 +51,15 @@ SENTENCES = (
 )
 # The watched chart is scrolled into view first: a chart out of view is drawn only when it comes near it
 # (ui/components/lens_chart/chart.js), and one still showing its older figure is faded until then.
-SIGNATURE = """() => { const box = document.querySelector('.st-key-fig_weights .lens-chart')
-        || [...document.querySelectorAll('.lens-chart')].find(d => d.offsetParent !== null);
+# A view kept in the page but not shown (or drawn ahead, ui/ahead.py) is laid out, invisible: its charts are not
+# the page's (the inherited --lens-hidden says so).
+SIGNATURE = """() => { const shown = d => d.offsetParent !== null
+        && getComputedStyle(d).getPropertyValue('--lens-hidden').trim() !== '1';
+    const box = [...document.querySelectorAll('.st-key-fig_weights .lens-chart')].find(shown)
+        || [...document.querySelectorAll('.lens-chart')].find(shown);
     if (box) box.scrollIntoView({block: 'center'});
-    const charts = [...document.querySelectorAll('.js-plotly-plot')].filter(el => el.data && !el.style.opacity);
+    const charts = [...document.querySelectorAll('.js-plotly-plot')].filter(el => el.data && !el.style.opacity
+        && shown(el));
     const g = charts.find(el => el.data[0] && el.data[0].name === 'weights') || charts[0];
     return g ? JSON.stringify(g.data.map(t => t.z || t.y || null)) : ''; }"""
 # The wait for that change, inside the page: a MutationObserver checks the signature at the next frame after the page

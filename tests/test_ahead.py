@@ -1,4 +1,4 @@
-"""Which kept views the page draws ahead (ui/ahead.py ``pending``): pure, no page."""
+"""Which views take part in drawing ahead (ui/ahead.py ``eligible``): pure, no page."""
 
 from __future__ import annotations
 
@@ -7,20 +7,31 @@ from ui import ahead
 KEPT = ("derivation", "compare", "heads", "query")
 
 
-def test_the_kept_views_not_in_the_page_for_what_is_shown_in_their_order():
-    drawn = {"derivation": "look-1", "heads": "look-1", "query": "look-0"}
-    assert ahead.pending("derivation", KEPT, drawn, "look-1", 64) == ["compare", "query"]  # query is stale
-    assert ahead.pending("heads", KEPT, {}, "look-1", 64) == ["derivation", "compare", "query"]
-    assert ahead.pending("query", KEPT, dict.fromkeys(KEPT, "look-2"), "look-2", 64) == []
-
-
-def test_none_for_a_view_that_is_not_kept_or_a_long_input():
-    assert ahead.pending("pairs", KEPT, {}, "look", 16) == []  # opening a view not kept clears the kept ones
-    assert ahead.pending("derivation", KEPT, {}, "look", ahead.UP_TO) == ["compare", "heads", "query"]
-    assert ahead.pending("derivation", KEPT, {}, "look", ahead.UP_TO + 1) == []
+def test_kept_views_take_part_up_to_a_length_and_only_while_a_kept_view_is_shown():
+    assert all(ahead.eligible(shown, view, KEPT, 64) for shown in KEPT for view in KEPT)
+    assert not ahead.eligible("pairs", "derivation", KEPT, 16)  # opening a view not kept clears the kept ones
+    assert not ahead.eligible("derivation", "pairs", KEPT, 16)
+    assert ahead.eligible("derivation", "heads", KEPT, ahead.UP_TO)
+    assert not ahead.eligible("derivation", "heads", KEPT, ahead.UP_TO + 1)  # a view there costs seconds
 
 
 def test_the_page_s_script_has_its_pauses_filled_in():
     script = ahead.script()
-    assert "__IDLE_MS__" not in script and "__GAP_MS__" not in script
-    assert f"const IDLE_MS = {ahead.IDLE_MS};" in script and f"const GAP_MS = {ahead.GAP_MS};" in script
+    assert "__" not in script.replace("__lensAhead", "")
+    for name in ("IDLE_MS", "GAP_MS", "BUSY_MS"):
+        assert f"const {name} = {getattr(ahead, name)};" in script
+
+
+def test_one_view_is_drawn_ahead_at_a_time_in_the_server_and_a_turn_not_given_back_lapses(monkeypatch):
+    assert ahead.claim("a") and ahead.claim("a")  # its own turn, again
+    assert not ahead.claim("b")  # another session waits
+    ahead.release("b")  # not b's to give back
+    assert not ahead.claim("b")
+    ahead.release("a")
+    assert ahead.claim("b")
+    now = [ahead.time.monotonic()]
+    monkeypatch.setattr(ahead.time, "monotonic", lambda: now[0])
+    assert ahead.claim("b") and not ahead.claim("c")
+    now[0] += ahead.CLAIM_S + 0.1  # b's run never came
+    assert ahead.claim("c")
+    ahead.release("c")

@@ -47,9 +47,8 @@ ALL_DRAWN = """() => { window.dispatchEvent(new Event('beforeprint'));
 
 
 # The views kept in the page are drawn ahead once it has been left alone for a second (ui/ahead.py): settled when
-# no ask is wanted or on its way and none is left.
-AHEAD_SETTLED = """() => { const s = window.__lensAhead;
-  return !s || (!s.wanted && !s.asking && s.pending.length === 0); }"""
+# no ask is on its way and none is left.
+AHEAD_SETTLED = """() => { const s = window.__lensAhead; return !s || (!s.asking && s.pending().length === 0); }"""
 
 
 def wait_idle(page, timeout=60000):

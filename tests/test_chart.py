@@ -251,7 +251,9 @@ def test_a_chart_in_a_view_kept_hidden_is_drawn_at_its_width_when_the_browser_is
         assert abs(width - box[0]) < 2, (width, box)  # drawn at its size, not plotly's default 700 px
         assert not page.locator(HIDDEN).is_visible()
         page.get_by_text("second").click()  # a new figure: redrawn while hidden too
-        page.wait_for_function(f"() => (document.querySelector('{HIDDEN}').data || [{{}}])[0].name === 'weights-second'")
+        page.wait_for_function(
+            f"() => (document.querySelector('{HIDDEN}').data || [{{}}])[0].name === 'weights-second'"
+        )
     else:
         page.wait_for_timeout(1500)
         assert page.locator(HIDDEN + " svg.main-svg").count() == 0

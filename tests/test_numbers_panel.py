@@ -118,18 +118,23 @@ def test_recompute_controls_rerun_the_numbers_panel_and_max_tokens_the_whole_scr
         asyncio.run(scenario(server))
 
 
-AHEAD = "attention_lens_ahead"  # the page's asker (ui/ahead.py)
+AHEAD = "lens_ahead_"  # each kept view's asker (ui/ahead.py), its key: lens_ahead_<view>
 
 
-def _asker(run):
-    found = [value for name, value in run.components.items() if name.endswith(AHEAD)]
-    return found[0] if found else None
+def _askers(run) -> dict:
+    """The askers a run drew: view -> (element id, fragment id, data)."""
+    return {
+        key.rsplit(AHEAD, 1)[1]: (key, fragment, data)
+        for key, (_, fragment, data) in run.components.items()
+        if AHEAD in key
+    }
 
 
-def test_the_page_s_ask_draws_the_kept_views_ahead_one_at_a_time_and_a_switch_then_sends_nothing(tmp_path):
-    """What the page does after a pause (ui/ahead.py): each ask draws the first kept view that is not in the page
-    for what is shown (hidden, the view control unchanged) and tells the page what is left; with nothing left an
-    ask draws nothing; a switch to a view drawn ahead sends no chart; a head change makes them stale again."""
+def test_the_page_s_ask_draws_that_view_ahead_hidden_and_a_switch_then_sends_nothing(tmp_path):
+    """What the page does after a pause (ui/ahead.py): every kept view tells it what it shows (None: not in the
+    page); an ask reruns that view's own fragment, which draws it (hidden: the view control is unchanged) and says
+    it shows what the view shown shows; a switch to a view drawn ahead sends no chart; a head change redraws only
+    the view shown, whose asker then says what the others must catch up with."""
 
     async def scenario(server) -> None:
         from benchmarks.load_protocol import trigger_state
@@ -138,29 +143,66 @@ def test_the_page_s_ask_draws_the_kept_views_ahead_one_at_a_time_and_a_switch_th
         await client.connect()
         run, _ = await client.run()
         assert not run.errors, run.errors
-        component_id, fragment_id, data = _asker(run)
-        assert fragment_id and data == {"pending": ["compare", "heads", "query"], "answered": 0}
+        askers = _askers(run)
+        assert set(askers) == {"derivation", "compare", "heads", "query"}, askers
+        look = askers["derivation"][2]["look"]
+        assert look and all(askers[view][2]["look"] is None for view in ("compare", "heads", "query"))
+        assert [askers[v][2]["order"] for v in ("derivation", "compare", "heads", "query")] == [0, 1, 2, 3]
 
-        async def ask(asks: int, shown: str = "derivation"):
-            run, _ = await client.run([trigger_state(component_id, "ask", asks)], fragment_id)
+        async def ask(view: str, asks: int, shown: str = "derivation"):
+            key, fragment, _ = askers[view]
+            await asyncio.sleep(0.6)  # a page asks after a pause: the server has been quiet (else it turns it down)
+            run, _ = await client.run([trigger_state(key, "ask", asks)], fragment)
             assert not run.errors and run.finished == "FINISHED_FRAGMENT_RUN_SUCCESSFULLY", (run.errors, run.finished)
             assert _link(run).get("view", "derivation") == shown, run.query_string  # the view shown stays
+            assert set(_askers(run)) == {view}  # that view's fragment alone ran
             return run
 
-        for asks, left in enumerate((["heads", "query"], ["query"], []), start=1):
-            run = await ask(asks)
-            assert charts(run) > 0 and _asker(run)[2] == {"pending": left, "answered": asks}, (asks, _asker(run))
-        run = await ask(4)
-        assert charts(run) == 0 and _asker(run)[2] == {"pending": [], "answered": 4}  # nothing left: nothing drawn
+        for asks, view in enumerate(("compare", "heads", "query"), start=1):
+            run = await ask(view, asks)
+            assert charts(run) > 0 and _askers(run)[view][2]["look"] == look, (view, _askers(run))
+            askers.update(_askers(run))
 
         for view in ("heads", "query", "compare"):
             run, _, _ = await client.change("View", (VIEW_LABELS[view],))
             assert run is not None and not run.errors and charts(run) == 0, (view, run and run.kinds)
         run, _, _ = await client.change("Head", "next")  # Core vs model redrawn; the others are stale now
         assert run is not None and not run.errors and charts(run) > 0
-        run = await ask(5, shown="compare")
-        assert charts(run) > 0 and _asker(run)[2] == {"pending": ["heads", "query"], "answered": 5}, _asker(run)
+        new_look = _askers(run)["compare"][2]["look"]
+        assert new_look != look and set(_askers(run)) == {"compare"}
+        run = await ask("derivation", 4, shown="compare")
+        assert charts(run) > 0 and _askers(run)["derivation"][2]["look"] == new_look
         await client.close()
+
+    with app_server(log_dir=tmp_path) as server:
+        asyncio.run(scenario(server))
+
+
+def test_an_ask_while_another_session_s_run_is_in_progress_is_turned_down_and_the_page_told(tmp_path):
+    """Drawing ahead uses only a quiet server: while another visitor's page is being computed, an ask draws nothing
+    and the view's asker comes back with one more turned-down ask (the page then waits before asking again)."""
+
+    async def scenario(server) -> None:
+        from benchmarks.load_protocol import rerun_message, trigger_state
+
+        mine, other = Client(server.ws_url, query_string(TEXT), 120.0), None
+        await mine.connect()
+        run, _ = await mine.run()
+        key, fragment, data = _askers(run)["heads"]
+        assert data["look"] is None and data["declined"] == 0
+        other = Client(server.ws_url, query_string(TEXT + " A longer text. " * 20, max_tokens=256), 120.0)
+        await other.connect()
+        await other.ws.send(rerun_message(other.query_string))  # a new text: the model runs, a view is built
+        await asyncio.sleep(0.3)
+        run, _ = await mine.run([trigger_state(key, "ask", 1)], fragment)
+        assert not run.errors and charts(run) == 0, run.kinds
+        assert _askers(run)["heads"][2]["declined"] == 1 and _askers(run)["heads"][2]["look"] is None
+        other_run, _ = await other.run()  # (its answer to a plain rerun: the other page is done)
+        await asyncio.sleep(1.0)  # quiet
+        run, _ = await mine.run([trigger_state(key, "ask", 2)], fragment)
+        assert not run.errors and charts(run) > 0 and _askers(run)["heads"][2]["look"] is not None
+        await other.close()
+        await mine.close()
 
     with app_server(log_dir=tmp_path) as server:
         asyncio.run(scenario(server))

@@ -9,13 +9,19 @@ its charts are drawn by plotly while the browser is idle (``ui/components/lens_c
 switch finds a view ready to show. A person clicking faster than that never waits on it; a long input
 (``UP_TO``) is not drawn ahead (a view there costs seconds of server and browser time).
 
-The component (``ui/components/lens_ahead/ahead.js``) draws nothing; its "ask" trigger calls back into app.py.
+Each kept view's fragment draws a small component (``ui/components/lens_ahead/ahead.js``) that draws nothing
+and tells the page what that view shows (``look``, None when it is not in the page); the page compares it with
+what the view shown shows and asks for the first view that differs; the "ask" trigger reruns that view's own
+fragment, which draws it hidden (an ordinary fragment run: a click that comes meanwhile waits for it instead of
+cutting it short, which a callback naming fragments to rerun did, and the page then failed to place the rest).
 Streamlit glue only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+import time
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 
 import streamlit as st
@@ -25,6 +31,7 @@ from .policy import env_number
 FOLDER = Path(__file__).resolve().parent / "components" / "lens_ahead"
 IDLE_MS = int(env_number("ATTENTION_LENS_AHEAD_IDLE_MS", 1000, 100))  # the pause before the first ask
 GAP_MS = 300  # between asks with no click in between: the page only needs to have settled
+BUSY_MS = 3000  # after an ask the server turned down (another session's run in progress): the page waits this long
 UP_TO = int(env_number("ATTENTION_LENS_AHEAD_UP_TO", 256, 0))  # tokens; above this no view is drawn ahead
 KEY = "lens_ahead"
 
@@ -45,23 +52,56 @@ def script() -> str:
         .read_text(encoding="utf-8")
         .replace("__IDLE_MS__", str(IDLE_MS))
         .replace("__GAP_MS__", str(GAP_MS))
+        .replace("__BUSY_MS__", str(BUSY_MS))
     )
 
 
-_component = st.components.v2.component(
-    "attention_lens_ahead", html="<span></span>", js=script(), isolate_styles=False
-)
+_component = st.components.v2.component("attention_lens_ahead", html="<span></span>", js=script(), isolate_styles=False)
 
 
-def pending(shown: str, kept: Sequence[str], drawn: dict, look: str, num_tokens: int) -> list[str]:
-    """The kept views to draw ahead, in their order: not the one shown, not in the page for ``look`` (what the
-    views show now), none when the view shown is not a kept one or the input is longer than ``UP_TO``."""
-    if shown not in kept or num_tokens > UP_TO:
-        return []
-    return [name for name in kept if name != shown and drawn.get(name) != look]
+# One view drawn ahead at a time in the whole server: ten pages that opened and went quiet together asked at once,
+# each saw a quiet server, and ten views (Heads & layers' summaries among them) held the heavy slots the first
+# clicks then waited 10 s for. A claim not released (its run never came) lapses after CLAIM_S.
+CLAIM_S = 10.0
+# ... and only for a visitor who has had the server to itself for this long (no other session's run): with ten
+# browsers opening and clicking on one two-core machine, views drawn ahead for the pages that had opened first held
+# up every page's first click (10 pages x 30 s: max 3.4 -> 10.5 s, 161 -> 128 updates).
+ALONE_S = 3.0
+_claim_lock = threading.Lock()
+_claimed: tuple[Hashable, float] | None = None  # (session, when)
 
 
-def asker(views: list[str], answered: int, on_ask: Callable[[], None]) -> None:
-    """The page's asker, told which views are still to draw and how many asks were answered; ``on_ask`` runs when
-    the page asks."""
-    _component(key=KEY, data={"pending": list(views), "answered": answered}, on_ask_change=on_ask)
+def claim(owner: Hashable) -> bool:
+    """Take the server's one turn to draw a view ahead for ``owner`` (a session); False while another has it."""
+    global _claimed
+    with _claim_lock:
+        now = time.monotonic()
+        if _claimed is not None and _claimed[0] != owner and now - _claimed[1] < CLAIM_S:
+            return False
+        _claimed = (owner, now)
+        return True
+
+
+def release(owner: Hashable) -> None:
+    """Give the turn back (the view is drawn, or its run ended otherwise)."""
+    global _claimed
+    with _claim_lock:
+        if _claimed is not None and _claimed[0] == owner:
+            _claimed = None
+
+
+def eligible(shown: str, view: str, kept: Sequence[str], num_tokens: int) -> bool:
+    """Whether ``view`` takes part while ``shown`` is the chosen view (drawn ahead when it is not the one shown,
+    the one shown telling the page what the others must show): both kept views, an input of at most ``UP_TO``
+    tokens."""
+    return shown in kept and view in kept and num_tokens <= UP_TO
+
+
+def asker(view: str, box: str, look: str | None, order: int, on_ask: Callable[[], None], declined: int = 0) -> None:
+    """The page's asker for ``view`` (drawn by that view's fragment): the class of its box, what it shows (``look``;
+    None: not in the page) and its place in the order. When the page asks, ``on_ask`` runs and then, as for any
+    widget, the fragment that drew it: the view's own. ``declined``: how many asks of this session the server
+    turned down (it was busy with other sessions); a new count is a new answer, and the page waits before asking
+    again."""
+    data = {"view": view, "box": box, "look": look, "order": order, "declined": declined}
+    _component(key=f"{KEY}_{view}", data=data, on_ask_change=on_ask)

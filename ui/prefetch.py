@@ -61,21 +61,41 @@ _worker: threading.Thread | None = None
 _noted = threading.local()  # the figure calls of the script run on this thread
 _acting = threading.local()  # the session whose job the builder thread is running (``acting_owner``)
 _scheduled_by: set = set()  # sessions that have queued jobs before (the others' first run is a page just opened)
+_active_by: dict = {}  # session -> its script runs in progress (``running(owner)``; None: not told)
+_last_end_by: dict = {}  # session -> when its last run ended (the last minute's)
 built = 0  # figure calls built in the background (tests and the benchmark read it)
 
 
 @contextlib.contextmanager
-def running():
-    """Mark a script run in progress: the background builder waits until none is."""
+def running(owner: Hashable = None):
+    """Mark a script run in progress (of ``owner``, the session, when given): the background builder waits until
+    none is."""
     global _active, _last_end
     with _lock:
         _active += 1
+        _active_by[owner] = _active_by.get(owner, 0) + 1
     try:
         yield
     finally:
         with _lock:
             _active -= 1
             _last_end = time.monotonic()
+            _active_by[owner] -= 1
+            if not _active_by[owner]:
+                del _active_by[owner]
+            _last_end_by[owner] = _last_end
+            for old in [o for o, t in _last_end_by.items() if _last_end - t > 60.0]:
+                del _last_end_by[old]  # (sessions long gone)
+
+
+def alone(owner: Hashable, at_least: float) -> bool:
+    """Whether no other session (than ``owner``) has a run in progress or ended one less than ``at_least`` seconds
+    ago: this visitor has the server to itself for now."""
+    with _lock:
+        now = time.monotonic()
+        if any(count for other, count in _active_by.items() if other != owner):
+            return False
+        return all(now - ended >= at_least for other, ended in _last_end_by.items() if other != owner)
 
 
 def note(store, job: Job, size: Callable[[Any], int], head: int, num_heads: int) -> None:
@@ -161,6 +181,14 @@ def _drop_locked(owners: set) -> int:  # the caller holds ``_lock``
     _queue.clear()
     _queue.extend(kept)
     return dropped
+
+
+def quiet(at_least: float | None = None) -> bool:
+    """Whether no script run of this server is in progress nor ended less than ``at_least`` seconds ago (default
+    ``QUIET_S``): nobody is waiting on the server now."""
+    with _lock:
+        quiet_for = _quiet_for_locked()
+    return quiet_for is not None and quiet_for >= (QUIET_S if at_least is None else at_least)
 
 
 def _quiet_for_locked() -> float | None:

@@ -1,27 +1,33 @@
 // Asks the server to draw the views kept in the page ahead of a switch, while the person reads (ui/ahead.py).
 //
-// What arrives from Python (`data`): {pending: [the kept views not in the page for what is shown now], answered:
-// the asks answered so far (so that every answer is a new render, even when the list stays the same)}.
-// The page asks (the "ask" trigger) once nobody has touched it for IDLE_MS and nothing on it has changed for as
-// long (no run, no element added or removed); after an ask that was answered with no click in between, a
-// shorter GAP_MS of quiet is enough for the next view. A click or key press (not inside a chart) makes it ask
-// again after the next pause even when the list said nothing was left: a head change redraws only the view
-// shown, and the views kept hidden are stale then. A page clicked faster than IDLE_MS (the load test: a click 0.1 s after each
-// answer) never asks.
+// Each kept view's fragment draws one of these (drawing nothing itself): `data` is {view, box, look, order,
+// declined}: the view, the class of its box (app.py), what it shows (`look`, null when it is not in the page), its
+// place in the views' order, and how many asks the server turned down (busy with other sessions). The view shown is the one whose box is not hidden (the inherited --lens-hidden); what it shows
+// now is its look. Every other view whose look differs (not drawn, or stale after a head change) is pending.
+// Once nobody has clicked or pressed a key for IDLE_MS and nothing in the page has changed for as long (no run, no
+// element added or removed), the first pending view is asked for (its "ask" trigger: the server reruns that view's
+// own fragment, which draws it hidden). With no click since the last ask, GAP_MS of quiet is enough for the next.
+// The server turns an ask down while another session's run is in progress (the view's asker comes back with a
+// new `declined` count): the page waits BUSY_MS before it asks again, twice as long after each such answer (up to
+// 8 times), until the next click.
+// A page clicked faster than IDLE_MS (the load test: a click 0.1 s after each answer) never asks.
 
 const IDLE_MS = __IDLE_MS__;
 const GAP_MS = __GAP_MS__;
+const BUSY_MS = __BUSY_MS__; // after an ask the server turned down (busy with other sessions)
+const ANSWER_AFTER_INPUT_MS = 5000; // a click that changed nothing in the page counts as answered after this
 const POLL_MS = 200;
+const ANSWER_MS = 15000; // an ask not answered by then (the run was replaced by another) may be asked again
 
 const state = (window.__lensAhead ||= {
-  component: null,
-  wanted: false, // something may be left to draw
+  askers: new Map(), // view -> {component, data}
   lastInput: 0,
   lastChange: 0,
   askedAt: -1,
+  asking: null, // [view, look asked for, declined count] until that view's asker is drawn again
+  busyUntil: 0,
+  declines: 0, // asks turned down in a row since the last click: the wait doubles each time
   asks: 0,
-  asking: false, // an ask sent, its answer (the next list) not yet here
-  pending: [],
   ready: false,
 });
 
@@ -29,28 +35,59 @@ function running() {
   return !!document.querySelector('[data-testid="stStatusWidget"]');
 }
 
+function shownView() {
+  for (const [view, asker] of state.askers) {
+    const box = document.querySelector("." + asker.data.box);
+    if (box && getComputedStyle(box).getPropertyValue("--lens-hidden").trim() !== "1") return view;
+  }
+  return null;
+}
+
+// The views to draw ahead, in their order (tests read it: window.__lensAhead.pending()).
+function pending() {
+  const shown = shownView();
+  const current = shown && state.askers.get(shown).data.look;
+  if (!current) return [];
+  return [...state.askers.values()]
+    .filter((a) => a.data.view !== shown && a.data.look !== current)
+    .sort((a, b) => a.data.order - b.data.order)
+    .map((a) => a.data.view);
+}
+state.pending = pending;
+
 function check() {
   const now = performance.now();
   if (running()) state.lastChange = now;
-  if (!state.wanted || !state.component || document.hidden) return;
-  if (now - state.lastInput < IDLE_MS) return;
-  const touched = state.lastInput > state.askedAt; // a click since the last ask: a full pause first
-  if (now - state.lastChange < (touched ? IDLE_MS : GAP_MS)) return;
-  state.wanted = false;
-  state.asking = true;
+  if (document.hidden) return;
+  if (state.asking) {
+    const [view, look, declined] = state.asking;
+    const asker = state.askers.get(view);
+    const same = asker && asker.data.look === look;
+    if (same && asker.data.declined === declined && now - state.askedAt < ANSWER_MS) return; // not answered yet
+    if (same) state.busyUntil = now + BUSY_MS * 2 ** Math.min(state.declines++, 3); // turned down: 3, 6, 12, 24 s
+    state.asking = null;
+  }
+  if (now < state.busyUntil || now - state.lastInput < IDLE_MS) return;
+  if (state.lastInput > state.askedAt) {
+    // A click since the last ask: a full pause first, counted from the page's answer to it (a server slow to start
+    // that answer leaves the page quiet meanwhile), or from the click when nothing in the page changed after it.
+    const answered = state.lastChange > state.lastInput || now - state.lastInput >= ANSWER_AFTER_INPUT_MS;
+    if (!answered || now - state.lastChange < IDLE_MS) return;
+  } else if (now - state.lastChange < GAP_MS) return;
+  const next = pending()[0];
+  if (!next) return;
+  const asker = state.askers.get(next);
+  state.asking = [next, asker.data.look, asker.data.declined];
   state.askedAt = now;
-  state.component.setTriggerValue("ask", ++state.asks);
+  asker.component.setTriggerValue("ask", ++state.asks);
 }
 
 function setUp() {
   if (state.ready) return;
   state.ready = true;
-  const input = (event) => {
+  const input = () => {
     state.lastInput = performance.now();
-    // A click inside a chart (its statistic buttons, its head slider, hover) changes nothing on the server: the
-    // page asks only when its list says so. Any other click or key may have changed what the views show.
-    const target = event.target;
-    if (!(target && target.closest && target.closest(".js-plotly-plot"))) state.wanted = true;
+    state.declines = 0;
   };
   document.addEventListener("pointerdown", input, true);
   document.addEventListener("keydown", input, true);
@@ -62,13 +99,15 @@ function setUp() {
 }
 
 export default function (component) {
-  const box = component.parentElement.closest('[data-testid="stElementContainer"]');
-  if (box) box.style.display = "none"; // it draws nothing
-  state.component = component;
-  const pending = (component.data && component.data.pending) || [];
-  state.pending = pending;
-  state.wanted = pending.length > 0;
-  state.asking = false;
+  const element = component.parentElement.closest('[data-testid="stElementContainer"]');
+  if (element) element.style.display = "none"; // it draws nothing
+  const data = component.data || {};
+  if (!data.view) return undefined;
+  const asker = { component, data };
+  state.askers.set(data.view, asker);
   state.lastChange = performance.now();
   setUp();
+  return () => {
+    if (state.askers.get(data.view) === asker) state.askers.delete(data.view); // its view's fragment drew none
+  };
 }
