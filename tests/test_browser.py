@@ -174,9 +174,12 @@ def test_a_view_switched_away_draws_nothing_off_the_page(browser, url):
     that cost a switch to the Query inspector about 0.4 s before the views were kept, and 0.8 s after)."""
     page = browser.new_page(viewport={"width": 1366, "height": 900})
     page.goto(url)
-    wait_idle(page)
+    wait_idle(page)  # (every kept view drawn ahead, ui/ahead.py)
+    page.get_by_text("none (raw QKᵀ)", exact=True).first.click()  # a numbers change clears them
+    page.wait_for_function("() => !document.querySelector('.st-key-lens-box-heads')", timeout=60000)
+    page.wait_for_function(STATUS_GONE, timeout=60000)
     page.evaluate(PLOTLY_SPY)
-    page.get_by_text("Heads & layers", exact=True).first.click()
+    page.get_by_text("Heads & layers", exact=True).first.click()  # within the pause before the page draws ahead
     page.wait_for_function("() => window.__reacts.length > 0", timeout=60000)  # the grid, in view, is drawn
     page.wait_for_function(STATUS_GONE, timeout=60000)
     page.get_by_text("Query inspector", exact=True).first.click()  # well within the pause
@@ -266,12 +269,15 @@ def test_a_link_just_opened_draws_its_first_chart_out_of_view_and_the_others_whe
     page = browser.new_page(viewport={"width": 1366, "height": 200})  # every chart below the watcher's margin
     page.goto(url)
     far = """() => [...document.querySelectorAll('.lens-chart')].filter(d => d.getBoundingClientRect().top > 200 * 1.5
-             && d.getClientRects().length)"""
+             && d.getClientRects().length && getComputedStyle(d).getPropertyValue('--lens-hidden').trim() !== '1')"""
+    # (a view drawn ahead, hidden, ui/ahead.py, is not the page's: its charts are drawn when the browser is idle)
     page.wait_for_function(f"() => ({far})().some(d => d.classList.contains('js-plotly-plot'))", timeout=30000)
     page.wait_for_timeout(1500)
     drawn = page.evaluate(f"() => ({far})().map(d => d.classList.contains('js-plotly-plot'))")
     assert drawn.count(True) == 1 and len(drawn) > 1, drawn  # the first; the others wait
-    assert page.evaluate("() => document.querySelectorAll('.js-plotly-plot').length") == 1  # none nearer either
+    shown = "getComputedStyle(d).getPropertyValue('--lens-hidden').trim() !== '1'"
+    drawn_shown = f"() => [...document.querySelectorAll('.js-plotly-plot')].filter(d => {shown}).length"
+    assert page.evaluate(drawn_shown) == 1  # none nearer either
     last = page.locator(".lens-chart").last
     last.scroll_into_view_if_needed()  # scrolled near: drawn
     page.wait_for_function(
