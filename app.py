@@ -300,8 +300,7 @@ def view_switch(settings) -> None:
         on_change=_view_changed,
     )
     view = chosen_view()
-    hidden = ", ".join(f".{BOX_CLASS}{name}" for name in VIEWS if name != view)
-    st.html(f"<style>{hidden} {{{ahead.HIDDEN_STYLE}}}</style>")
+    st.html(f"<style>{ahead.hiding_css([f'.{BOX_CLASS}{name}' for name in VIEWS if name != view])}</style>")
     st.query_params.from_dict(to_query_params(replace(settings, **sidebar.view_only())))
 
 
@@ -311,7 +310,8 @@ def _view_fragment(name: str):
         trace is the cached one (looked up, not handed in: a fragment's arguments live until the next full run
         has finished, so an old trace would stay alive while its replacement is built), nothing is recomputed,
         and only this view is sent and redrawn. Afterwards the neighbouring heads' figures are built in the
-        background while nobody waits (ui.prefetch). Not the chosen view: nothing (what it drew is cleared)."""
+        background while nobody waits (ui.prefetch). Not the chosen view: only its asker (ui/ahead.py), and what it
+        drew is cleared; unless the page asked for it: then it is drawn as the chosen one would be, hidden."""
         view = chosen_view()
         shown = view == name
         asks = ahead.eligible(view, name, KEPT_VIEWS, st.session_state.get("_panel_tokens", 0))

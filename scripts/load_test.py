@@ -187,7 +187,8 @@ async def _session(index: int, page, signature: str, stop_at: float, state: dict
         step += 1
         started = time.perf_counter()
         try:
-            await page.get_by_text(label, exact=True).first.click(timeout=timeout_s * 1000)
+            sidebar = page.locator('[data-testid="stSidebar"]')  # (a view kept hidden may hold the words too)
+            await sidebar.get_by_text(label, exact=True).first.click(timeout=timeout_s * 1000)
             changed = await _wait_change(page, signature, timeout_s)
         except Exception as err:  # noqa: BLE001 - every failure is counted, the run goes on
             connection = await _connection(page)

@@ -1,7 +1,7 @@
 """A page for tests/test_chart.py: a lens chart (ui/chart.py) whose figure a radio picks, the same chart far
 below it, out of view, and a button that reruns the page with nothing changed. ``?gap=1`` puts a tall gap above
 the first chart too (every chart out of view when the page opens). ``?hidden=1`` adds a chart in a box hidden as
-app.py hides a view kept in the page (``ui.ahead.HIDDEN_STYLE``). Run by ``streamlit run tests/chart_page.py``."""
+app.py hides a view kept in the page (``ui.ahead.hiding_css``). Run by ``streamlit run tests/chart_page.py``."""
 
 import sys
 from pathlib import Path
@@ -12,7 +12,7 @@ import numpy as np  # noqa: E402
 import plotly.graph_objects as go  # noqa: E402
 import streamlit as st  # noqa: E402
 
-from ui.ahead import HIDDEN_STYLE  # noqa: E402
+from ui.ahead import hiding_css  # noqa: E402
 from ui.chart import draw  # noqa: E402
 
 
@@ -34,6 +34,6 @@ draw(figures()[pick], key="fig_test")
 st.markdown('<div style="height: 3000px">(a tall gap)</div>', unsafe_allow_html=True)
 draw(figures()[pick], key="fig_below")  # far out of view until scrolled to
 if st.query_params.get("hidden"):
-    st.html(f"<style>.st-key-hidden_box {{{HIDDEN_STYLE}}}</style>")
+    st.html(f"<style>{hiding_css(['.st-key-hidden_box'])}</style>")
     with st.container(key="hidden_box"):
         draw(figures()[pick], key="fig_hidden")  # in a view kept hidden: drawn while the browser is idle

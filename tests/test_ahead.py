@@ -35,3 +35,10 @@ def test_one_view_is_drawn_ahead_at_a_time_in_the_server_and_a_turn_not_given_ba
     now[0] += ahead.CLAIM_S + 0.1  # b's run never came
     assert ahead.claim("c")
     ahead.release("c")
+
+
+def test_the_css_hides_every_descendant_too():
+    css = ahead.hiding_css([".a", ".b"])
+    assert css.startswith(".a, .b {") and ahead.HIDDEN_STYLE in css
+    assert ".a *, .b * {visibility: hidden !important}" in css
+    assert ahead.hiding_css([]) == ""

@@ -184,6 +184,7 @@ def test_an_ask_while_another_session_s_run_is_in_progress_is_turned_down_and_th
 
     async def scenario(server) -> None:
         from benchmarks.load_protocol import rerun_message, trigger_state
+        from ui import ahead
 
         mine, other = Client(server.ws_url, query_string(TEXT), 120.0), None
         await mine.connect()
@@ -198,7 +199,7 @@ def test_an_ask_while_another_session_s_run_is_in_progress_is_turned_down_and_th
         assert not run.errors and charts(run) == 0, run.kinds
         assert _askers(run)["heads"][2]["declined"] == 1 and _askers(run)["heads"][2]["look"] is None
         other_run, _ = await other.run()  # (its answer to a plain rerun: the other page is done)
-        await asyncio.sleep(1.0)  # quiet
+        await asyncio.sleep(ahead.ALONE_S + 0.5)  # the other session quiet for long enough
         run, _ = await mine.run([trigger_state(key, "ask", 2)], fragment)
         assert not run.errors and charts(run) > 0 and _askers(run)["heads"][2]["look"] is not None
         await other.close()

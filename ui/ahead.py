@@ -14,7 +14,8 @@ and tells the page what that view shows (``look``, None when it is not in the pa
 what the view shown shows and asks for the first view that differs; the "ask" trigger reruns that view's own
 fragment, which draws it hidden (an ordinary fragment run: a click that comes meanwhile waits for it instead of
 cutting it short, which a callback naming fragments to rerun did, and the page then failed to place the rest).
-Streamlit glue only.
+The server draws ahead for one visitor at a time, and only for one who has it to itself (``claim``, ``ALONE_S``):
+with ten visitors, their clicks come first. Streamlit glue and a lock; no computation.
 """
 
 from __future__ import annotations
@@ -44,6 +45,16 @@ HIDDEN_STYLE = (
     "max-height: 0 !important; min-height: 0 !important; overflow: hidden !important; "
     "visibility: hidden !important; pointer-events: none !important; contain: layout paint; --lens-hidden: 1"
 )
+
+
+def hiding_css(selectors: list[str]) -> str:
+    """The CSS that hides these boxes (``HIDDEN_STYLE``), their every descendant invisible too: Streamlit's markdown
+    sets visibility: visible on its text, which a screen reader would read and a test driver would take as shown."""
+    if not selectors:
+        return ""
+    boxes = ", ".join(selectors)
+    inside = ", ".join(f"{selector} *" for selector in selectors)
+    return f"{boxes} {{{HIDDEN_STYLE}}} {inside} {{visibility: hidden !important}}"
 
 
 def script() -> str:
