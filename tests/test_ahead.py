@@ -7,7 +7,12 @@ from ui import ahead
 KEPT = ("derivation", "compare", "heads", "query")
 
 
-def test_kept_views_take_part_up_to_a_length_and_only_while_a_kept_view_is_shown():
+def test_off_unless_the_host_turns_it_on():
+    assert ahead.UP_TO == 0 and not ahead.eligible("derivation", "heads", KEPT, 1)
+
+
+def test_kept_views_take_part_up_to_a_length_and_only_while_a_kept_view_is_shown(monkeypatch):
+    monkeypatch.setattr(ahead, "UP_TO", 256)
     assert all(ahead.eligible(shown, view, KEPT, 64) for shown in KEPT for view in KEPT)
     assert not ahead.eligible("pairs", "derivation", KEPT, 16)  # opening a view not kept clears the kept ones
     assert not ahead.eligible("derivation", "pairs", KEPT, 16)

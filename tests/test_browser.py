@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser import ROOT
+from tests.browser import ROOT, streamlit_app
 
 pytestmark = pytest.mark.browser
 SHOTS = ROOT / "docs" / "screenshots"
@@ -387,10 +387,15 @@ BOXES = """() => Object.fromEntries([...document.querySelectorAll('[class*="st-k
            widths: charts.filter(d => d._fullLayout).map(d => [d._fullLayout.width, Math.round(d.getBoundingClientRect().width), (d.layout || {}).width || null])}]; }))"""
 
 
-def test_the_kept_views_are_drawn_ahead_while_nobody_clicks_and_a_switch_then_draws_nothing(browser, url):
+def test_the_kept_views_are_drawn_ahead_while_nobody_clicks_and_a_switch_then_draws_nothing(browser):
     """ui/ahead.py: a page clicked (or typed into) faster than every second draws nothing ahead; left alone, it asks
     for Core vs model, Heads & layers and the Query inspector, one at a time, and each is drawn hidden (no height,
     its charts drawn by plotly at the view's width). A switch to one then only shows it: no Plotly draw."""
+    with streamlit_app(env={"ATTENTION_LENS_AHEAD_UP_TO": "256"}) as ahead_url:  # off unless the host turns it on
+        _drawn_ahead(browser, ahead_url)
+
+
+def _drawn_ahead(browser, url):
     page = browser.new_page(viewport={"width": 1366, "height": 900})
     page.goto(url)
     page.wait_for_selector(".lens-chart", state="attached", timeout=60000)

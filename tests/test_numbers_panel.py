@@ -119,6 +119,7 @@ def test_recompute_controls_rerun_the_numbers_panel_and_max_tokens_the_whole_scr
 
 
 AHEAD = "lens_ahead_"  # each kept view's asker (ui/ahead.py), its key: lens_ahead_<view>
+AHEAD_ON = {"ATTENTION_LENS_AHEAD_UP_TO": "256"}  # drawing ahead is off unless the host turns it on
 
 
 def _askers(run) -> dict:
@@ -174,7 +175,7 @@ def test_the_page_s_ask_draws_that_view_ahead_hidden_and_a_switch_then_sends_not
         assert charts(run) > 0 and _askers(run)["derivation"][2]["look"] == new_look
         await client.close()
 
-    with app_server(log_dir=tmp_path) as server:
+    with app_server(log_dir=tmp_path, env=AHEAD_ON) as server:
         asyncio.run(scenario(server))
 
 
@@ -205,5 +206,5 @@ def test_an_ask_while_another_session_s_run_is_in_progress_is_turned_down_and_th
         await other.close()
         await mine.close()
 
-    with app_server(log_dir=tmp_path) as server:
+    with app_server(log_dir=tmp_path, env=AHEAD_ON) as server:
         asyncio.run(scenario(server))
