@@ -54,14 +54,13 @@ OPEN_QUIET_S = float(os.environ.get("ATTENTION_LENS_PREFETCH_OPEN_QUIET_S", str(
 Job = Callable[[int], tuple[Hashable, Callable[[], Any]]]
 
 _lock = threading.Lock()
-_active = 0  # script runs in progress in this server
 _last_end = 0.0  # time.monotonic() when the last of them ended
 _queue: deque = deque(maxlen=QUEUE_MAX)
 _worker: threading.Thread | None = None
 _noted = threading.local()  # the figure calls of the script run on this thread
 _acting = threading.local()  # the session whose job the builder thread is running (``acting_owner``)
 _scheduled_by: set = set()  # sessions that have queued jobs before (the others' first run is a page just opened)
-_active_by: dict = {}  # session -> its script runs in progress (``running(owner)``; None: not told)
+_active_by: dict = {}  # session -> its script runs in progress, none listed at 0 (``running(owner)``; None: not told)
 _last_end_by: dict = {}  # session -> when its last run ended (the last minute's)
 built = 0  # figure calls built in the background (tests and the benchmark read it)
 
@@ -70,15 +69,13 @@ built = 0  # figure calls built in the background (tests and the benchmark read 
 def running(owner: Hashable = None):
     """Mark a script run in progress (of ``owner``, the session, when given): the background builder waits until
     none is."""
-    global _active, _last_end
+    global _last_end
     with _lock:
-        _active += 1
         _active_by[owner] = _active_by.get(owner, 0) + 1
     try:
         yield
     finally:
         with _lock:
-            _active -= 1
             _last_end = time.monotonic()
             _active_by[owner] -= 1
             if not _active_by[owner]:
@@ -193,7 +190,7 @@ def quiet(at_least: float | None = None) -> bool:
 
 def _quiet_for_locked() -> float | None:
     """Seconds since the last script run ended; None while one is in progress. The caller holds ``_lock``."""
-    return None if _active else time.monotonic() - _last_end
+    return None if _active_by else time.monotonic() - _last_end
 
 
 def _take_ready():
