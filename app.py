@@ -30,12 +30,12 @@ def _threads() -> int:
     return configure_threads()
 
 
-def _prepare(name: str) -> None:
-    """Once per session and bundled model: the one-time conversion, with a progress bar."""
+def _prepare(name: str, bar) -> None:
+    """Once per session and bundled model: the one-time conversion, with a progress bar drawn into ``bar`` (a
+    placeholder every run makes, so that what follows keeps its place from the first run to the next)."""
     key = f"_prepared_{name}"
     if st.session_state.get(key):
         return
-    bar = st.empty()
 
     def progress(message: str, fraction: float) -> None:
         bar.progress(min(max(float(fraction), 0.0), 1.0), text=plain(f"{name}: {message}", 200))
@@ -54,9 +54,10 @@ def _load(model: str):
     """
     fallbacks = dict.fromkeys([model, st.session_state.get("_good_model", DEFAULT_MODEL), DEFAULT_MODEL])
     failed = []
+    bar = st.empty()  # every run, drawn into or not: a first run's extra element moved the whole page in the next
     for name in fallbacks:
         try:
-            _prepare(name)
+            _prepare(name, bar)
             with st.spinner(f"Loading {plain(name, 80)} (the first load of a model can take a while)..."):
                 loaded = compute.load_model(name)
         except compute.ServerBusy:
@@ -104,8 +105,9 @@ def main() -> None:
     sidebar.keep_state()
     view_common.new_page()
     chart.preload()
-    for notice in st.session_state.pop("_url_notices", []):
-        st.warning(f"Link setting fixed: {plain(notice)}", icon=":material/link:")
+    with st.container():  # one element every run, however many notices: the page below keeps its place
+        for notice in st.session_state.pop("_url_notices", []):
+            st.warning(f"Link setting fixed: {plain(notice)}", icon=":material/link:")
 
     st.title("Attention Lens")
     st.caption(
@@ -115,20 +117,27 @@ def main() -> None:
         st.header("Controls")
         text, model = sidebar.text_and_model()
 
-    loaded, model = _load(model)
+    # Each run draws the same number of elements above the numbers panel (what varies sits in a container): a
+    # panel whose place moves is drawn anew by the page, every chart remounted (a progress bar drawn in the first
+    # run only did that to the full rerun that follows a page's opening).
+    with st.container():
+        loaded, model = _load(model)
+    said = st.container()
     if not text.strip():
-        st.info("Type some text in the sidebar (or pick an example) to see its attention.", icon=":material/edit:")
+        said.info("Type some text in the sidebar (or pick an example) to see its attention.", icon=":material/edit:")
         return
     text, fixes = _fit_resources(loaded, text)
     try:
         cap = compute.capture(model, text, *_sizes())
     except ValueError as err:
-        _show_fixes(fixes)
-        st.error(plain(str(err), 600), icon=":material/warning:")
+        with said:
+            _show_fixes(fixes)
+            st.error(plain(str(err), 600), icon=":material/warning:")
         return
-    _show_fixes(fixes)
-    if len(text) > URL_TEXT_CHARS:
-        st.caption(f"The page's link keeps only the first {URL_TEXT_CHARS:,} characters of the text.")
+    with said:
+        _show_fixes(fixes)
+        if len(text) > URL_TEXT_CHARS:
+            st.caption(f"The page's link keeps only the first {URL_TEXT_CHARS:,} characters of the text.")
     with st.sidebar:  # where the numbers panel and the view draw their controls (containers outside them)
         slots = sidebar.layer_and_head_slots()
         controls_box = st.container()

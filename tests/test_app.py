@@ -233,3 +233,22 @@ def test_empty_text_gives_a_message(app):
     app.text_area(key="text").input("   ")
     ok(app.run())
     assert any("Type some text" in i.value for i in app.info)
+
+
+def _layout(at: AppTest) -> list[tuple[str, str | None]]:
+    return [(node.type, getattr(node, "key", None)) for node in at.main.children.values()]
+
+
+def test_the_page_keeps_its_layout_from_a_session_s_first_run_to_the_next():
+    """A session's first run drew a progress bar's placeholder (and a link's notices) at the top level, the next
+    full run not: everything below moved, and the page drew the view anew, every chart remounted (the full rerun
+    that shows a long input's all-layers check did that). Each run now draws the same top-level elements."""
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.query_params["max_tokens"] = "lots"  # a link notice: shown in the first run only
+    at.session_state["text"] = TEXT
+    at.run()
+    assert [w.value for w in at.warning if "Link setting fixed" in w.value]
+    first = _layout(at)
+    ok(at.run())
+    assert not [w.value for w in at.warning if "Link setting fixed" in w.value]
+    assert _layout(at) == first
