@@ -232,8 +232,7 @@ HIDDEN = ".st-key-fig_hidden .lens-chart"
 @pytest.mark.parametrize("idle", [True, False])
 def test_a_chart_in_a_view_kept_hidden_is_drawn_at_its_width_when_the_browser_is_idle(browser, page_url, idle):
     """A view drawn ahead (ui/ahead.py) is laid out but invisible, of no height: its charts are drawn by plotly at
-    their real width once the browser is idle (never, when it is never idle), so a switch to it only shows them.
-    The chart far below, visible but out of view, still waits to be scrolled to."""
+    their real width once the browser is idle (never, when it is never idle), so a switch to it only shows them."""
     page = browser.new_page(viewport={"width": 1000, "height": 700})
     errors: list[str] = []
     page.on("pageerror", lambda err: errors.append(str(err)))
@@ -257,7 +256,8 @@ def test_a_chart_in_a_view_kept_hidden_is_drawn_at_its_width_when_the_browser_is
     else:
         page.wait_for_timeout(1500)
         assert page.locator(HIDDEN + " svg.main-svg").count() == 0
-    assert page.locator(BELOW + " svg.main-svg").count() == 0  # out of view and shown: waits to be scrolled to
+    # (The chart far below is not checked here: the page's first chart is drawn wherever it is, and on a busy
+    # machine the far one can be laid out first. The test above checks that an out-of-view chart waits.)
     assert not errors
     page.close()
 
