@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.live_temperature                 # n = 256 and 512, 3 s each
     .venv/bin/python -m benchmarks.live_temperature --n 256 --seconds 5 --report
 
-The component's own page (``ui/components/live_temperature/index.html``, the file the app serves)
+The widget's own page (``ui/components/live_temperature/index.html``: the app draws the same script in its page)
 opens in headless Chromium from disk, with no Streamlit: a random n x n float32 score matrix is
 posted to it as the app would post it (a ``streamlit:render`` message, bytes as Uint8Array). The
 handle is then moved for ``--seconds`` twice:

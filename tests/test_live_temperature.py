@@ -244,7 +244,13 @@ def app():
 
 
 def _components(at) -> list:
-    return [e for e in at.get("component_instance") if e.proto.component_name.endswith("live_temperature")]
+    """The live temperatures in the page: drawn in the page itself (a v2 component), never an iframe."""
+    assert not [e for e in at.get("component_instance") if e.proto.component_name.endswith("live_temperature")]
+    return [e for e in at.get("bidi_component") if e.proto.component_name.endswith("live_temperature")]
+
+
+def _sent(element) -> dict:
+    return lt.unpack(element.proto.bytes)
 
 
 @pytest.mark.parametrize("view", ["derivation", "query"])
@@ -254,7 +260,7 @@ def test_views_render_the_component_and_follow_a_release(app, view):
     assert not at.exception and not at.error, [e.message for e in at.exception]
     found = _components(at)
     assert len(found) == 1
-    sent = json.loads(found[0].proto.json_args)
+    sent = _sent(found[0])
     assert sent["n"] == sent["s"] > 0 and sent["fill"] == "-inf" and len(sent["labels"]) == sent["n"]
     assert sent["temperature"] == pytest.approx(32**0.5)  # MiniLM's own 1/sqrt(d_k): t = sqrt(32)
     # What the component's release callback does, then the next run: the whole app at t = 2.5.
@@ -263,7 +269,89 @@ def test_views_render_the_component_and_follow_a_release(app, view):
     assert not at.exception and not at.error, [e.message for e in at.exception]
     assert at.session_state["scaling"] == "custom" and at.session_state["temperature"] == 2.5
     assert lt.RELEASED not in at.session_state
-    sent = json.loads(_components(at)[0].proto.json_args)
+    sent = _sent(_components(at)[0])
     assert sent["temperature"] == pytest.approx(2.5)  # the server traced at the released t
     at.session_state["scaling"] = "sqrt_dk"  # back for the next case
     at.run()
+
+
+# --------------------------------------------------------------------------- in the app's page (no iframe)
+
+
+def test_pack_puts_every_byte_array_on_a_4_byte_boundary_and_unpacks_to_the_same_arguments():
+    q, k, v, allowed = _inputs()
+    args = lt.payload(_head(_core(q, k, v, allowed, 2.0, -0.5 * DISTANCE), allowed), "-1e9")
+    args.update(labels=["a", "b'c", "ünï"], query=3, applied=None)
+    blob = lt.pack(args)
+    assert blob[:4] == lt.MAGIC
+    back = lt.unpack(blob)
+    assert back == args
+    header = json.loads(blob[8 : 8 + int.from_bytes(blob[4:8], "little")])
+    assert set(header["buffers"]) == {"scores", "allowed", "bias"}  # "added" is None: in the header
+    assert all(offset % 4 == 0 for offset, _ in header["buffers"].values())
+    with pytest.raises(ValueError):
+        lt.unpack(b"nope" + blob[4:])
+
+
+@pytest.mark.browser
+def test_the_browser_unpacks_what_pack_sends(page):
+    q, k, v, allowed = _inputs(2)
+    args = lt.payload(_head(_core(q, k, v, allowed, 3.0, -0.5 * DISTANCE), allowed), "-inf")
+    args.update(labels=[f"t{i}" for i in range(N)], query=1)
+    got = page.evaluate(
+        """(b64) => { const bytes = Uint8Array.from(atob(b64), c => c.charCodeAt(0));
+             const a = LiveTemperature.unpack(bytes), p = LiveTemperature.decode(a);
+             return {n: a.n, labels: a.labels, query: a.query, fill: p.fill, scores: Array.from(p.scores),
+                     allowed: Array.from(p.allowed), bias: Array.from(p.bias), added: p.added}; }""",
+        base64.b64encode(lt.pack(args)).decode(),
+    )
+    assert got["n"] == N and got["labels"] == args["labels"] and got["query"] == 1 and got["fill"] == "-inf"
+    np.testing.assert_array_equal(np.array(got["scores"], np.float32), np.frombuffer(args["scores"], np.float32))
+    np.testing.assert_array_equal(np.array(got["bias"], np.float32), np.frombuffer(args["bias"], np.float32))
+    assert got["allowed"] == list(args["allowed"]) and got["added"] is None
+
+
+@pytest.mark.browser
+def test_in_the_app_it_is_drawn_in_the_page_and_a_release_applies_the_temperature(browser, url):
+    """The derivation at 16 tokens: the widget sits in the page (no iframe), drawn in the page's own font; a
+    release turns the scaling to "÷ temperature" at that t, and the widget then says it shows the server's value."""
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.goto(f"{url}/?text=The%20cat%20sat%20on%20the%20mat.&max_tokens=16")
+    rng = page.locator(".lt-root input.lt-range")
+    rng.wait_for(state="attached", timeout=60000)
+    page.wait_for_function(
+        "() => document.querySelector('.lt-root').__lt && document.querySelector('.lt-root').__lt.frames > 0"
+    )
+    assert page.locator("iframe").count() == 0  # nothing on the page is an iframe any more
+    assert page.evaluate("() => document.querySelector('.lt-root canvas').getBoundingClientRect().width") > 200
+    ids = page.evaluate("() => [...document.querySelectorAll('input.lt-range')].map(i => i.id)")
+    assert len(ids) == len(set(ids))
+    rng.scroll_into_view_if_needed()
+    rng.evaluate(
+        "(r) => { r.value = '150'; r.dispatchEvent(new Event('input')); r.dispatchEvent(new Event('change')); }"
+    )
+    t = page.evaluate("() => document.querySelector('.lt-root').__lt.t")
+    assert 0.1 <= t < 1.0  # low on the log scale: sharper rows
+    page.wait_for_function(
+        "() => document.querySelector('.lt-root').__lt.pending === null "
+        "&& document.querySelector('.lt-root .lt-status').textContent.includes(\"server's value\")",
+        timeout=60000,
+    )
+    checked = page.locator('[data-testid="stSidebar"] label:has(input[type="radio"]:checked)').all_inner_texts()
+    assert any("temperature" in text for text in checked), checked
+    assert page.evaluate("() => document.querySelector('.lt-root').__lt.serverT") == pytest.approx(t)
+    assert not errors, errors
+    page.close()
+
+
+def test_the_inline_loader_is_small_has_its_route_and_the_shared_base_url():
+    from ui import chart
+
+    js = lt.inline_js(lt.FOLDER / "loader.js", {"__LT_SOURCE__": lt.SOURCE})
+    assert "__LT_" not in js and f'"{lt.SOURCE}"' in js and "function baseUrl()" in js
+    assert js.count("function baseUrl()") == 1 and "function baseUrl()" in chart.loader()  # one definition, shared
+    assert len(js.encode()) < 2_500  # sent with every rerun of the view
+    assert lt.SOURCE == "component/ui.live_temperature.live_temperature/live_temperature.js"
+    assert (lt.FOLDER / "live_temperature.js").is_file()

@@ -55,9 +55,18 @@ def settings() -> dict:
     }
 
 
+def inline_js(path: Path, replacements: dict[str, str]) -> str:
+    """A component's inline JavaScript (``path``, its placeholders replaced), after the shared ``baseUrl()``
+    (components/base_url.js): where the app's own server serves the component's files."""
+    text = path.read_text(encoding="utf-8")
+    for placeholder, value in replacements.items():
+        text = text.replace(placeholder, value)
+    return (FOLDER.parent / "base_url.js").read_text(encoding="utf-8") + "\n" + text
+
+
 def loader() -> str:
     """The component's inline JavaScript (sent with every chart, hence small) with its settings filled in."""
-    return (FOLDER / "loader.js").read_text(encoding="utf-8").replace("__LENS_SETTINGS__", json.dumps(settings()))
+    return inline_js(FOLDER / "loader.js", {"__LENS_SETTINGS__": json.dumps(settings())})
 
 
 _LOADER = loader()  # one script for both components below

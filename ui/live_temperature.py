@@ -9,13 +9,18 @@ the preview.
 
 What the browser gets (``payload``): scores as float32 bytes (L*S), which keys each query may see as
 one byte per cell, and, only when the head has one, the position bias added after masking (ALiBi) as
-float32 bytes. About 5 bytes per cell: 330 KB at 256 tokens (9 with a bias).
+float32 bytes. About 5 bytes per cell: 330 KB at 256 tokens (9 with a bias). They travel as one packed blob
+(``pack``) to a v2 component drawn in the page itself: as an iframe (a v1 component) it cost the first visit of a
+view that shows it about 0.2 s of the browser's time at 64 tokens (a document to create and its scripts to run:
+the Query inspector's first visit 0.44 -> 0.21 s without it, report section 7, "twentieth").
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import MutableMapping
+import struct
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
 import numpy as np
@@ -26,10 +31,34 @@ import streamlit.components.v1 as components
 from attention_core.traces import HeadTrace
 from viz.theme import MASK_COLOUR, SEQUENTIAL
 
+from .chart import inline_js
 from .settings import UI_RANGES
 
 FOLDER = Path(__file__).resolve().parent / "components" / "live_temperature"
-_component = components.declare_component("live_temperature", path=str(FOLDER))
+# a v1 component used only as a file server: the folder is served at component/<name>/<file> (live_temperature.js,
+# and index.html, the widget on a page of its own for the tests and the benchmark)
+_files = components.declare_component("live_temperature", path=str(FOLDER))
+SOURCE = f"component/{_files.name}/live_temperature.js"
+ROOT_CLASS = "lt-root"
+CSS = """
+.lt-root { font-size: 14px; }
+.lt-root .lt-bar { display: flex; flex-wrap: wrap; align-items: center; gap: 8px; margin: 2px 4px 6px; }
+.lt-root .lt-range { flex: 1 1 220px; min-width: 160px; accent-color: #ff4b4b; }
+.lt-root .lt-value { font-variant-numeric: tabular-nums; min-width: 12em; }
+.lt-root .lt-status { font-size: 12px; color: #3d8b3d; }
+.lt-root .lt-status.lt-preview { color: #b25e00; }
+.lt-root .lt-canvas { display: block; }
+.lt-root .lt-info { margin: 2px 4px; font-size: 12px; font-variant-numeric: tabular-nums; }
+"""
+_component = st.components.v2.component(
+    "attention_lens_live_temperature",
+    html=f'<div class="{ROOT_CLASS}"></div>',
+    css=CSS,
+    js=inline_js(FOLDER / "loader.js", {"__LT_SOURCE__": SOURCE}),
+    isolate_styles=False,  # in the page, under the app's own font and colours
+)
+MAGIC = b"LTP1"
+APPLIED = "_applied"  # after the component's key: the nonce of the last release applied
 
 RELEASED = "_live_temperature_released"  # set by the release callback: the next run of the view reruns the app
 STEP = 0.1  # the sidebar's temperature slider step: a released t lands on it, so both show the same value
@@ -104,8 +133,59 @@ def payload(head: HeadTrace, fill: str) -> dict:
     }
 
 
+def pack(args: Mapping) -> bytes:
+    """The component's arguments as one blob (live_temperature.js ``unpack``): MAGIC, the header's length (uint32,
+    little-endian), the header (JSON: every argument that is not bytes, and ``buffers``: name -> [offset, length]),
+    then each bytes argument, 4-byte aligned (a float32 view of it needs no copy to line up)."""
+    plain = {name: value for name, value in args.items() if not isinstance(value, bytes)}
+    arrays = {name: value for name, value in args.items() if isinstance(value, bytes)}
+
+    def layout(start: int) -> dict:
+        offsets, at = {}, start
+        for name, value in arrays.items():
+            at += -at % 4
+            offsets[name] = [at, len(value)]
+            at += len(value)
+        return offsets
+
+    header = b""
+    for _ in range(3):  # the offsets depend on the header's length, which depends on the offsets' digits
+        start = len(MAGIC) + 4 + len(header)
+        offsets = layout(start + -start % 4)
+        again = json.dumps({**plain, "buffers": offsets}, separators=(",", ":")).encode("utf-8")
+        if again == header:
+            break
+        header = again
+    out = bytearray(MAGIC + struct.pack("<I", len(header)) + header)
+    for name, value in arrays.items():
+        out += bytes(offsets[name][0] - len(out))  # padding up to its offset
+        out += value
+    return bytes(out)
+
+
+def unpack(blob: bytes) -> dict:
+    """``pack``'s arguments back (the tests' check of the format; the browser has its own)."""
+    if blob[:4] != MAGIC:
+        raise ValueError("not a packed live-temperature payload")
+    (length,) = struct.unpack("<I", blob[4:8])
+    args = json.loads(blob[8 : 8 + length])
+    for name, (offset, size) in args.pop("buffers").items():
+        args[name] = blob[offset : offset + size]
+    return args
+
+
+def released_value(value):
+    """The release a rerun brings (the component's "release" trigger in its session-state value), or None."""
+    if isinstance(value, Mapping):
+        return value.get("release")
+    return getattr(value, "release", None)
+
+
 def _on_release(key: str) -> None:
-    apply_release(st.session_state, st.session_state.get(key))
+    value = released_value(st.session_state.get(key))
+    if apply_release(st.session_state, value) is not None:
+        # a trigger's value lasts one run: the nonce is kept to tell the widget its release was applied
+        st.session_state[key + APPLIED] = value.get("nonce") if isinstance(value, Mapping) else None
 
 
 def section(head: HeadTrace, labels: list[str], query: int, *, fill: str, view: str) -> None:
@@ -129,19 +209,18 @@ def section(head: HeadTrace, labels: list[str], query: int, *, fill: str, view: 
             st.caption("This head has no raw scores to rescale.")
             return
         key = f"live_temperature_{view}"
-        last = st.session_state.get(key)
         low, high = UI_RANGES["temperature"]
-        _component(
-            **payload(head, fill),
-            labels=[str(label) for label in labels],
-            query=int(min(max(query, 0), n - 1)),
-            t_min=low,
-            t_max=high,
-            step=STEP,
-            colorscale=plotly.colors.get_colorscale(SEQUENTIAL),
-            mask_colour=MASK_COLOUR,
-            applied=last.get("nonce") if isinstance(last, dict) else None,
-            key=key,
-            default=None,
-            on_change=lambda: _on_release(key),
+        data = pack(
+            {
+                **payload(head, fill),
+                "labels": [str(label) for label in labels],
+                "query": int(min(max(query, 0), n - 1)),
+                "t_min": low,
+                "t_max": high,
+                "step": STEP,
+                "colorscale": plotly.colors.get_colorscale(SEQUENTIAL),
+                "mask_colour": MASK_COLOUR,
+                "applied": st.session_state.get(key + APPLIED),
+            }
         )
+        _component(key=key, data=data, on_release_change=lambda: _on_release(key))

@@ -1,12 +1,19 @@
 /* Live temperature: one head's softmax(scores / t) redrawn in the browser while a slider moves.
 
-   Plain JavaScript, no library, no network. The page (index.html) is a Streamlit component: it speaks
-   Streamlit's component protocol (API version 1) by postMessage with its parent window:
+   Plain JavaScript, no library, no network. In the app it is drawn inside the page itself, not in an iframe
+   (ui/live_temperature.py: a v2 component whose small inline loader adds this script to the page once and calls
+   LiveTemperature.mount(root, data, send) on every rerun). An iframe per view cost a first visit of the Query
+   inspector at 64 tokens about 0.2 s of the page's time (a document to create, its scripts to run).
+   `data` is one packed blob (ui.live_temperature.pack):
+     "LTP1", uint32 (little-endian) header length, the header (JSON: the arguments, and for each byte array
+     its [offset, length] in the blob under "buffers"), the byte arrays (float32 / uint8, 4-byte aligned).
+   A release calls send({temperature, nonce}); while the handle moves nothing leaves the browser.
+   index.html is the same widget on a page of its own speaking Streamlit's component protocol (API version 1)
+   by postMessage (`connect`): the tests and benchmarks/live_temperature.py drive it there, with no server.
      -> {isStreamlitMessage: true, type: "streamlit:componentReady", apiVersion: 1}
      <- {type: "streamlit:render", args: {...}, theme: {...}}      (bytes arguments arrive as Uint8Array)
      -> {isStreamlitMessage: true, type: "streamlit:setFrameHeight", height}
      -> {isStreamlitMessage: true, type: "streamlit:setComponentValue", value, dataType: "json"}
-   The value is sent only when the handle is released; while it moves nothing leaves the browser.
 
    The math is the core's, step for step and in float32 (Math.fround), so at the released t the
    preview equals the server's softmax to about 1e-7:
@@ -152,6 +159,7 @@
   // ---------------------------------------------------------------- the widget
 
   var SLIDER_STEPS = 1000; // positions of the range input; t runs on a log scale between the ends
+  var instances = 0;
 
   function LiveTemperature(root, send) {
     this.root = root;
@@ -179,7 +187,7 @@
     this.range.max = String(SLIDER_STEPS);
     this.range.step = "1";
     this.range.setAttribute("aria-label", "temperature t (scores are divided by t)");
-    label.htmlFor = this.range.id = "lt-range";
+    label.htmlFor = this.range.id = "lt-range-" + (++instances); // one id per widget: several share a page
     this.value = el("span", "lt-value");
     this.status = el("span", "lt-status");
     bar.append(label, this.range, this.value, this.status);
@@ -223,10 +231,7 @@
     this.dk = +args.d_k || 0;
     this.lut = lut(args.colorscale);
     this.maskColour = packed(parseColour(args.mask_colour || "#8c8c8c"));
-    if (theme) {
-      this.theme = theme;
-      if (theme.textColor) document.body.style.color = theme.textColor;
-    }
+    if (theme) this.theme = theme;
     var answered = this.pending != null && args.applied === this.pending;
     if (answered) this.pending = null;
     this.serverT = +args.temperature;
@@ -429,6 +434,7 @@
       var data = event.data;
       if (!data || data.type !== "streamlit:render") return;
       try {
+        if (data.theme && data.theme.textColor) document.body.style.color = data.theme.textColor;
         widget.update(data.args || {}, data.theme);
       } catch (err) {
         root.textContent = "The live temperature could not draw: " + err.message;
@@ -439,5 +445,53 @@
     return widget;
   }
 
-  window.LiveTemperature = { softmaxRows: softmaxRows, compute: compute, decode: decode, Widget: LiveTemperature, connect: connect };
+  // ---------------------------------------------------------------- in the app's page (a v2 component)
+
+  var MAGIC = "LTP1";
+  var textDecoder = new TextDecoder();
+
+  /** The arguments packed by ui.live_temperature.pack: byte arrays as Uint8Array views into the blob. */
+  function unpack(data) {
+    var bytes = asBytes(data);
+    if (!bytes) return data || {}; // already an object (the tests hand one in)
+    if (bytes.length < 8 || textDecoder.decode(bytes.subarray(0, 4)) !== MAGIC) throw new Error("not a packed payload");
+    var length = new DataView(bytes.buffer, bytes.byteOffset + 4, 4).getUint32(0, true);
+    var args = JSON.parse(textDecoder.decode(bytes.subarray(8, 8 + length)));
+    var buffers = args.buffers || {};
+    for (var name in buffers) {
+      var at = buffers[name];
+      args[name] = bytes.subarray(at[0], at[0] + at[1]);
+    }
+    delete args.buffers;
+    return args;
+  }
+
+  /** The page's colours and font where the widget sits (Streamlit's light or dark theme). */
+  function pageTheme(root) {
+    var own = getComputedStyle(root);
+    var app = document.querySelector(".stApp") || document.body;
+    var background = getComputedStyle(app).backgroundColor;
+    return {
+      textColor: own.color,
+      backgroundColor: background && background !== "rgba(0, 0, 0, 0)" ? background : "#ffffff",
+      font: own.fontFamily,
+    };
+  }
+
+  /** Draw (first time: build) the widget in `root` with a rerun's packed data; a release calls `send(value)`. */
+  function mount(root, data, send) {
+    root.__ltSend = send; // the latest rerun's: a release reports through it
+    if (!root.__lt) {
+      root.__lt = new LiveTemperature(root, function (value) {
+        if (value != null && root.__ltSend) root.__ltSend(value);
+      });
+    }
+    root.__lt.update(unpack(data), pageTheme(root));
+    return root.__lt;
+  }
+
+  window.LiveTemperature = {
+    softmaxRows: softmaxRows, compute: compute, decode: decode, unpack: unpack, Widget: LiveTemperature,
+    connect: connect, mount: mount,
+  };
 })();
