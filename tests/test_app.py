@@ -223,10 +223,41 @@ def test_compare_view_reports_match(app):
     app.segmented_control(key="view").set_value("compare")
     ok(app.run())
     assert any("reproduces the model" in s.value for s in app.success)
-    # every layer's two checks, as a plain table (a static HTML table: a view switch no longer starts a data grid)
-    table = app.table[0].value
-    assert list(table["layer"]) == list(range(6))  # MiniLM's six layers
-    assert all(float(value) < 1e-5 for column in ("(a) weights", "(b) weights") for value in table[column])
+    # every layer's two checks, as a plain HTML table (no data grid, no styled component per cell)
+    table = _html_table([e.proto.body for e in app.get("html") if "lens-table" in e.proto.body][0])
+    assert [int(row["layer"]) for row in table] == list(range(6))  # MiniLM's six layers
+    assert all(float(row[column]) < 1e-5 for column in ("(a) weights", "(b) weights") for row in table)
+
+
+def _html_table(body: str) -> list[dict]:
+    """The rows of ui.text.html_table's table, read back with the standard library's HTML parser."""
+    from html.parser import HTMLParser
+
+    cells: list[list[str]] = []
+
+    class Reader(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            if tag == "tr":
+                cells.append([])
+            elif tag in ("td", "th"):
+                cells[-1].append("")
+
+        def handle_data(self, data):
+            if cells and cells[-1] and self.lasttag in ("td", "th"):
+                cells[-1][-1] += data
+
+    Reader().feed(body)
+    head, *rows = cells
+    return [dict(zip(head, row, strict=True)) for row in rows]
+
+
+def test_html_table_escapes_every_cell():
+    from ui.text import html_table
+
+    text = html_table([{"a<b": "<script>x</script>", "n": 1}, {"a<b": "&", "n": 2}])
+    assert "<script>x" not in text and "&lt;script&gt;" in text and "a&lt;b" in text
+    assert _html_table(text) == [{"a<b": "<script>x</script>", "n": "1"}, {"a<b": "&", "n": "2"}]
+    assert html_table([]) == ""
 
 
 def test_empty_text_gives_a_message(app):

@@ -9,7 +9,7 @@ from viz.compare import max_abs_difference
 
 from .. import compute
 from ..settings import Settings
-from ..text import plain
+from ..text import html_table, plain
 from .common import figure, lazy_matrices
 
 
@@ -78,6 +78,6 @@ def render(trace: ModelTrace, settings: Settings) -> None:
                 "(b) output": f"{h_row.output:.1e}" if h_row else "n/a",
             }
         )
-    # a plain HTML table, not st.dataframe: the data grid's start cost a switch to this view about 0.4 s in the
-    # browser (alternating A/B, benchmarks/REPORT.md "ninth"), and a table prints and copies as text
-    st.table(rows, hide_index=True, width="content")
+    # a plain HTML table, not st.dataframe (the data grid's start cost a switch to this view about 0.4 s in the
+    # browser, benchmarks/REPORT.md "ninth") nor st.table (a styled component per cell: about 0.1 s, "twentieth")
+    st.html(html_table(rows))
