@@ -355,3 +355,22 @@ def test_the_inline_loader_is_small_has_its_route_and_the_shared_base_url():
     assert len(js.encode()) < 2_500  # sent with every rerun of the view
     assert lt.SOURCE == "component/ui.live_temperature.live_temperature/live_temperature.js"
     assert (lt.FOLDER / "live_temperature.js").is_file()
+
+
+@pytest.mark.browser
+def test_a_widget_whose_view_left_the_page_is_let_go(page):
+    """The window's listeners are shared: a widget whose root left the page (its view cleared) is dropped, not kept
+    alive with its buffers by a listener of its own."""
+    q, k, v, allowed = _inputs(3)
+    args = lt.payload(_head(_core(q, k, v, allowed, 2.0), allowed), "-inf")
+    before = page.evaluate("LiveTemperature.widgets()")
+    count = page.evaluate(
+        f"""(b64) => {{ const bytes = Uint8Array.from(atob(b64), c => c.charCodeAt(0));
+             const roots = [0, 1, 2].map(() => document.body.appendChild(document.createElement('div')));
+             roots.forEach(r => LiveTemperature.mount(r, bytes, () => {{}}));
+             const shown = LiveTemperature.widgets();
+             roots.forEach(r => r.remove());
+             return [shown, LiveTemperature.widgets()]; }}""",
+        base64.b64encode(lt.pack(args)).decode(),
+    )
+    assert count == [before + 3, before]

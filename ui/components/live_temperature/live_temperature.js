@@ -200,15 +200,31 @@
     this.range.addEventListener("input", function () { self.t = self.tAt(+self.range.value); self.schedule(); });
     this.range.addEventListener("change", function () { self.dragging = false; self.release(); });
     this.range.addEventListener("pointerdown", function () { self.dragging = true; });
-    window.addEventListener("pointerup", function () { self.dragging = false; });
+    live.add(this);
+    listen();
     this.canvas.addEventListener("mousemove", function (ev) { self.hover = self.hit(ev); self.schedule(); });
     this.canvas.addEventListener("mouseleave", function () { self.hover = null; self.schedule(); });
     this.canvas.addEventListener("click", function (ev) {
       var h = self.hit(ev);
       if (h && h.row != null) { self.q = h.row; self.schedule(); }
     });
-    window.addEventListener("resize", function () { self.layout(); self.schedule(); });
   };
+
+  // The page's listeners, once for every widget: a view cleared and drawn again makes a new widget, and the old
+  // one (its buffers) must not stay reachable from the window. A widget whose root left the page is dropped.
+  var live = new Set();
+  var listening = false;
+
+  function everyWidget(fn) {
+    live.forEach(function (w) { if (w.root.isConnected) fn(w); else live.delete(w); });
+  }
+
+  function listen() {
+    if (listening) return;
+    listening = true;
+    window.addEventListener("pointerup", function () { everyWidget(function (w) { w.dragging = false; }); });
+    window.addEventListener("resize", function () { everyWidget(function (w) { w.layout(); w.schedule(); }); });
+  }
 
   function el(tag, cls) { var e = document.createElement(tag); e.className = cls; return e; }
 
@@ -493,5 +509,6 @@
   window.LiveTemperature = {
     softmaxRows: softmaxRows, compute: compute, decode: decode, unpack: unpack, Widget: LiveTemperature,
     connect: connect, mount: mount,
+    widgets: function () { var n = 0; everyWidget(function () { n++; }); return n; }, // those still in the page
   };
 })();
