@@ -2,6 +2,7 @@
 
     .venv/bin/python -m benchmarks.page_trace [--action scaling|encoding|head|view|idle] [--tokens 64] [--clicks 4]
                                               [--model minilm|smollm2] [--app-dir DIR] [--no-animations]
+                                              [--view "Heads & layers"|"Core vs model"|"Query inspector"]
                                               [--js-profile]
 
 Opens the app (``streamlit run app.py`` of ``--app-dir``, see ``benchmarks/appserver.py``) in headless Debian
@@ -27,7 +28,7 @@ from urllib.parse import quote
 
 WORDS = "I am a cat. It is on a mat. We go to it so do you. "  # about 2.7 characters a MiniLM token
 SCALINGS = ("none (raw QKᵀ)", "÷ √d_k (the article)")
-VIEWS = ("Heads & layers", "Derivation")
+VIEWS = ("Heads & layers", "Core vs model", "Query inspector")  # --view: switched to, then back to "Derivation"
 CATEGORIES = ["devtools.timeline", "disabled-by-default-devtools.timeline", "v8.execute"]
 
 
@@ -67,14 +68,14 @@ def by_first_event(events: list[dict]) -> tuple[float, collections.Counter]:
     return busy, kinds
 
 
-def _act(page, action: str, i: int) -> None:
+def _act(page, action: str, i: int, view: str = VIEWS[0]) -> None:
     if action == "scaling":
         page.get_by_text(SCALINGS[i % 2], exact=True).first.click()
     elif action == "head":
         page.get_by_role("slider", name="Head").focus()
         page.keyboard.press("ArrowRight" if i % 2 == 0 else "ArrowLeft")
     elif action == "view":
-        page.get_by_text(VIEWS[i % 2], exact=True).first.click()
+        page.get_by_text((view, "Derivation")[i % 2], exact=True).first.click()  # a first visit, then back
     elif action == "encoding":  # the next of the core's encodings (none, sinusoidal, learned, rotary, alibi)
         box = page.get_by_role("combobox", name="Positional encoding (own core)")
         box.click()
@@ -105,6 +106,7 @@ def record(
     no_animations: bool,
     model: str = "minilm",
     profile: dict | None = None,
+    view: str = VIEWS[0],
 ) -> list[dict]:
     from playwright.sync_api import sync_playwright
 
@@ -137,7 +139,7 @@ def record(
             cdp.send("Profiler.start")
         browser.start_tracing(page=page, path=str(path), categories=CATEGORIES)
         for i in range(clicks):
-            _act(page, action, i)
+            _act(page, action, i, view)
             time.sleep(2.5)
         browser.stop_tracing()
         if cdp is not None:
@@ -155,12 +157,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--app-dir", help="checkout whose app.py runs (default: $ATTENTION_LENS_APP_DIR or this repo)")
     parser.add_argument("--model", default="minilm", help="a bundled model: minilm or smollm2")
     parser.add_argument("--no-animations", action="store_true")
+    parser.add_argument("--view", choices=VIEWS, default=VIEWS[0], help="the view --action view switches to")
     parser.add_argument(
         "--js-profile", action="store_true", help="also print the JS functions and files that cost most"
     )
     args = parser.parse_args(argv)
     profile: dict | None = {} if args.js_profile else None
-    events = record(args.app_dir, args.action, args.tokens, args.clicks, args.no_animations, args.model, profile)
+    events = record(
+        args.app_dir, args.action, args.tokens, args.clicks, args.no_animations, args.model, profile, args.view
+    )
     busy, kinds = by_first_event(events)
     print(f"{args.action} at {args.tokens} tokens: main thread busy {busy / args.clicks:.1f} ms per click")
     for kind, ms in kinds.most_common(12):
