@@ -365,12 +365,12 @@ def test_a_widget_whose_view_left_the_page_is_let_go(page):
     args = lt.payload(_head(_core(q, k, v, allowed, 2.0), allowed), "-inf")
     before = page.evaluate("LiveTemperature.widgets()")
     count = page.evaluate(
-        f"""(b64) => {{ const bytes = Uint8Array.from(atob(b64), c => c.charCodeAt(0));
+        """(b64) => { const bytes = Uint8Array.from(atob(b64), c => c.charCodeAt(0));
              const roots = [0, 1, 2].map(() => document.body.appendChild(document.createElement('div')));
-             roots.forEach(r => LiveTemperature.mount(r, bytes, () => {{}}));
+             roots.forEach(r => LiveTemperature.mount(r, bytes, () => {}));
              const shown = LiveTemperature.widgets();
              roots.forEach(r => r.remove());
-             return [shown, LiveTemperature.widgets()]; }}""",
+             return [shown, LiveTemperature.widgets()]; }""",
         base64.b64encode(lt.pack(args)).decode(),
     )
     assert count == [before + 3, before]
