@@ -40,16 +40,7 @@ FOLDER = Path(__file__).resolve().parent / "components" / "live_temperature"
 _files = components.declare_component("live_temperature", path=str(FOLDER))
 SOURCE = f"component/{_files.name}/live_temperature.js"
 ROOT_CLASS = "lt-root"
-CSS = """
-.lt-root { font-size: 14px; }
-.lt-root .lt-bar { display: flex; flex-wrap: wrap; align-items: center; gap: 8px; margin: 2px 4px 6px; }
-.lt-root .lt-range { flex: 1 1 220px; min-width: 160px; accent-color: #ff4b4b; }
-.lt-root .lt-value { font-variant-numeric: tabular-nums; min-width: 12em; }
-.lt-root .lt-status { font-size: 12px; color: #3d8b3d; }
-.lt-root .lt-status.lt-preview { color: #b25e00; }
-.lt-root .lt-canvas { display: block; }
-.lt-root .lt-info { margin: 2px 4px; font-size: 12px; font-variant-numeric: tabular-nums; }
-"""
+CSS = (FOLDER / "live_temperature.css").read_text(encoding="utf-8")  # index.html links the same file
 _component = st.components.v2.component(
     "attention_lens_live_temperature",
     html=f'<div class="{ROOT_CLASS}"></div>',
@@ -135,32 +126,19 @@ def payload(head: HeadTrace, fill: str) -> dict:
 
 def pack(args: Mapping) -> bytes:
     """The component's arguments as one blob (live_temperature.js ``unpack``): MAGIC, the header's length (uint32,
-    little-endian), the header (JSON: every argument that is not bytes, and ``buffers``: name -> [offset, length]),
-    then each bytes argument, 4-byte aligned (a float32 view of it needs no copy to line up)."""
+    little-endian), the header (JSON: every argument that is not bytes, and ``buffers``: name -> [offset, length]
+    from the start of the arrays, which begin at the next multiple of 4), then each bytes argument, 4-byte aligned
+    (a float32 view of it needs no copy to line up)."""
     plain = {name: value for name, value in args.items() if not isinstance(value, bytes)}
-    arrays = {name: value for name, value in args.items() if isinstance(value, bytes)}
-
-    def layout(start: int) -> dict:
-        offsets, at = {}, start
-        for name, value in arrays.items():
-            at += -at % 4
-            offsets[name] = [at, len(value)]
-            at += len(value)
-        return offsets
-
-    header = b""
-    for _ in range(3):  # the offsets depend on the header's length, which depends on the offsets' digits
-        start = len(MAGIC) + 4 + len(header)
-        offsets = layout(start + -start % 4)
-        again = json.dumps({**plain, "buffers": offsets}, separators=(",", ":")).encode("utf-8")
-        if again == header:
-            break
-        header = again
-    out = bytearray(MAGIC + struct.pack("<I", len(header)) + header)
-    for name, value in arrays.items():
-        out += bytes(offsets[name][0] - len(out))  # padding up to its offset
-        out += value
-    return bytes(out)
+    offsets, arrays = {}, bytearray()
+    for name, value in args.items():
+        if isinstance(value, bytes):
+            arrays += bytes(-len(arrays) % 4)
+            offsets[name] = [len(arrays), len(value)]
+            arrays += value
+    header = json.dumps({**plain, "buffers": offsets}, separators=(",", ":")).encode("utf-8")
+    start = MAGIC + struct.pack("<I", len(header)) + header
+    return start + bytes(-len(start) % 4) + bytes(arrays)
 
 
 def unpack(blob: bytes) -> dict:
@@ -169,8 +147,9 @@ def unpack(blob: bytes) -> dict:
         raise ValueError("not a packed live-temperature payload")
     (length,) = struct.unpack("<I", blob[4:8])
     args = json.loads(blob[8 : 8 + length])
+    base = 8 + length + -(8 + length) % 4
     for name, (offset, size) in args.pop("buffers").items():
-        args[name] = blob[offset : offset + size]
+        args[name] = blob[base + offset : base + offset + size]
     return args
 
 

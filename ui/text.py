@@ -16,6 +16,7 @@ unchanged), and runs of spaces or newlines fold the way HTML folds them.
 
 from __future__ import annotations
 
+import html
 import string
 
 _ESCAPES = {c: "\\" + c for c in string.punctuation}
@@ -46,8 +47,6 @@ def html_table(rows: list[dict]) -> str:
     Lighter in the browser than ``st.table`` (a styled component per cell: a first switch to Core vs model at 64
     tokens kept the page's main thread about 0.1 s longer, report section 7 "twentieth"); prints and copies as
     text."""
-    import html
-
     if not rows:
         return ""
     head = "".join(f"<th>{html.escape(str(key))}</th>" for key in rows[0])

@@ -6,7 +6,8 @@
    inspector at 64 tokens about 0.2 s of the page's time (a document to create, its scripts to run).
    `data` is one packed blob (ui.live_temperature.pack):
      "LTP1", uint32 (little-endian) header length, the header (JSON: the arguments, and for each byte array
-     its [offset, length] in the blob under "buffers"), the byte arrays (float32 / uint8, 4-byte aligned).
+     its [offset, length] under "buffers", from the arrays' start: the next multiple of 4 after the header),
+     the byte arrays (float32 / uint8, 4-byte aligned).
    A release calls send({temperature, nonce}); while the handle moves nothing leaves the browser.
    index.html is the same widget on a page of its own speaking Streamlit's component protocol (API version 1)
    by postMessage (`connect`): the tests and benchmarks/live_temperature.py drive it there, with no server.
@@ -474,9 +475,10 @@
     var length = new DataView(bytes.buffer, bytes.byteOffset + 4, 4).getUint32(0, true);
     var args = JSON.parse(textDecoder.decode(bytes.subarray(8, 8 + length)));
     var buffers = args.buffers || {};
+    var base = 8 + length + ((4 - ((8 + length) % 4)) % 4); // the arrays start at the next multiple of 4
     for (var name in buffers) {
       var at = buffers[name];
-      args[name] = bytes.subarray(at[0], at[0] + at[1]);
+      args[name] = bytes.subarray(base + at[0], base + at[0] + at[1]);
     }
     delete args.buffers;
     return args;
