@@ -138,10 +138,12 @@ def main() -> None:
         _show_fixes(fixes)
         if len(text) > URL_TEXT_CHARS:
             st.caption(f"The page's link keeps only the first {URL_TEXT_CHARS:,} characters of the text.")
-    with st.sidebar:  # where the numbers panel and the view draw their controls (containers outside them)
-        slots = sidebar.layer_and_head_slots()
-        controls_box = st.container()
-    numbers_panel(model, text, loaded.facts, len(cap.tokens.labels), _sizes(), (*slots, controls_box))
+    num_tokens = len(cap.tokens.labels)
+    with st.sidebar:  # the layer and head sliders' slots (containers the fragments draw into), then the controls
+        layer_slot, head_slot = sidebar.layer_and_head_slots()
+        for controls_panel in CONTROL_PANELS.values():
+            controls_panel(loaded.facts, num_tokens, layer_slot)
+    numbers_panel(model, text, loaded.facts, num_tokens, _sizes(), head_slot)
 
 
 def _sizes() -> tuple[int, int]:
@@ -149,37 +151,78 @@ def _sizes() -> tuple[int, int]:
     return int(st.session_state.get("max_tokens", 128)), int(st.session_state.get("pad_to", 0))
 
 
-@st.fragment
-def numbers_panel(model: str, text: str, facts, num_tokens: int, sizes: tuple[int, int], slots) -> None:
-    """What the recompute controls decide (layer, scaling, temperature, mask, fill, encoding, source, display,
-    device): their widgets in the sidebar, the trace, the header and the view. A change of one of them reruns
-    this panel only: the title, the text and model controls and the capture stay on the page as they are (a
-    whole-script rerun cost the browser about 0.15 s more per click at 64 tokens, report section 7).
-    Max tokens and padding are drawn here too but decide the capture, which main() computes: a change of
-    either reruns the whole script."""
+CONTROLS_KEY = "lens-controls-"  # each group of the numbers' controls: its fragment's key is this + its name
+PANEL_KEY = "lens-panel"  # the numbers panel's fragment
+
+
+def _control_changed(group: str):
+    """The callback of every control of ``group``: the numbers panel reruns; the group is drawn again only when the
+    change decides which of its controls are drawn (``sidebar.ControlGroup.shape``: the temperature slider, a
+    mask's own sizes, the scratch sizes). A scaling click re-sent the sixteen controls and five drawers of the
+    sidebar, every one re-rendered by the page, for nothing (report section 7, "twenty-first")."""
+
+    def changed() -> None:
+        keys = [PANEL_KEY]
+        if sidebar.CONTROL_GROUPS[group].shape() != st.session_state.get("_controls_shape", {}).get(group):
+            keys.insert(0, CONTROLS_KEY + group)  # first: the panel shows what it fitted
+        _rerun(keys)
+
+    return changed
+
+
+def _controls_fragment(group: str):
+    def controls_panel(facts, num_tokens: int, layer_slot) -> None:
+        """One group of the controls of the numbers, in the sidebar: the settings kept and brought within what
+        the model and the text allow first (a slider handed a value beyond its end refuses to draw), then its
+        widgets, each with ``_control_changed`` as callback. Notices go to the numbers panel, which runs after
+        it (``_fit_notices``)."""
+        try:
+            spec = sidebar.CONTROL_GROUPS[group]
+            sidebar.keep_state(only=spec.keys)  # as main() does: a hidden one (the temperature) keeps its value
+            fixes = sidebar.fit_to_model(facts, num_tokens)
+            st.session_state["_fit_notices"] = [*st.session_state.get("_fit_notices", []), *fixes]
+            spec.draw(facts, num_tokens, layer_slot, on_change=_control_changed(group))
+            st.session_state.setdefault("_controls_shape", {})[group] = spec.shape()
+        except Exception as err:  # a fragment rerun is not inside main()'s guard: a message, never a traceback
+            _went_wrong(err)
+
+    controls_panel.__qualname__ = f"controls_panel_{group}"
+    return st.fragment(key=CONTROLS_KEY + group)(controls_panel)
+
+
+CONTROL_PANELS = {group: _controls_fragment(group) for group in sidebar.CONTROL_GROUPS}
+
+
+@st.fragment(key=PANEL_KEY)
+def numbers_panel(model: str, text: str, facts, num_tokens: int, sizes: tuple[int, int], head_slot) -> None:
+    """What the controls of the numbers decide (``controls_panel``): the trace, the header, the head slider and
+    the view. A change of one of those controls reruns this panel only (their callback): the title, the text and
+    model controls, the capture and the controls themselves stay on the page as they are (a whole-script rerun
+    cost the browser about 0.15 s more per click at 64 tokens, report section 7). Max tokens and padding decide
+    the capture, which main() computes: a change of either reruns the whole script."""
     with prefetch.running(compute.session_id()):
         try:
             if _sizes() != sizes:
                 st.rerun()  # the capture is main()'s: it must run again with the new sizes
-            sidebar.keep_state(skip=sidebar.TEXT_AND_MODEL)  # as main() does, for the controls drawn below
+            # as main() does, for the widgets drawn below (the controls may be drawn already in this run)
+            sidebar.keep_state(skip=sidebar.TEXT_AND_MODEL + sidebar.CONTROL_KEYS)
             view_common.new_page()
-            _numbers_panel(model, text, facts, num_tokens, slots)
+            _numbers_panel(model, text, facts, num_tokens, head_slot)
         except compute.ServerBusy as err:
             st.warning(plain(str(err)), icon=":material/hourglass_top:")
         except Exception as err:  # a fragment rerun is not inside main()'s guard: a message, never a traceback
             _went_wrong(err)
 
 
-def _numbers_panel(model: str, text: str, facts, num_tokens: int, slots) -> None:
-    """``slots``: the sidebar's layer slot, head slot and the box for every other control (main() made them)."""
-    layer_slot, head_slot, controls_box = slots
+def _numbers_panel(model: str, text: str, facts, num_tokens: int, head_slot) -> None:
+    """``head_slot``: the sidebar's slot of the head slider (main() made it)."""
     # Everything above the view sits in one container: the view's fragment keeps its place (a nested fragment's
     # identity is its position), however many notices the header shows this time.
     above = st.container()
+    # what the controls fitted before they were drawn in this run, and what is left to fit (a panel alone)
+    fixes = st.session_state.pop("_fit_notices", []) + sidebar.fit_to_model(facts, num_tokens)
     with above:
-        _show_fixes(sidebar.fit_to_model(facts, num_tokens))
-    with controls_box:
-        sidebar.controls(facts, num_tokens, layer_slot)
+        _show_fixes(fixes)
     settings = replace(sidebar.read_settings(model), text=text)
     st.query_params.from_dict(to_query_params(settings))
     try:

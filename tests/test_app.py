@@ -283,3 +283,27 @@ def test_the_page_keeps_its_layout_from_a_session_s_first_run_to_the_next():
     ok(at.run())
     assert not [w.value for w in at.warning if "Link setting fixed" in w.value]
     assert _layout(at) == first
+
+
+def test_every_control_of_the_sidebar_belongs_to_one_group_of_controls():
+    """The numbers' controls are drawn by one fragment per group (app.py ``controls_panel``), and the numbers panel
+    must not assign their state (``sidebar.CONTROL_KEYS``): every widget the sidebar draws, with every group's
+    optional controls shown, is a text or model control, the head slider, or in exactly one group."""
+    from ui import sidebar
+
+    keys = sidebar.CONTROL_KEYS
+    assert len(keys) == len(set(keys))
+    seen = set()
+    for extra in ({"scaling": "custom", "source": "scratch"}, *({"mask": m} for m in sidebar.MASK_LABELS)):
+        at = AppTest.from_file(APP, default_timeout=180)
+        at.session_state["text"] = TEXT
+        for name, value in extra.items():
+            at.session_state[name] = value
+        ok(at.run())
+        drawn = {w.key for kind in WIDGET_KINDS for w in getattr(at.sidebar, kind) if w.key}
+        seen |= drawn
+        assert drawn <= {*keys, *sidebar.TEXT_AND_MODEL, "example", "head"}, drawn - set(keys)
+    assert set(keys) <= seen, set(keys) - seen  # no key listed that no widget has
+
+
+WIDGET_KINDS = ("slider", "radio", "selectbox", "multiselect", "checkbox", "number_input", "text_area", "text_input")

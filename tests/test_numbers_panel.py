@@ -9,6 +9,8 @@ fragment's id with its change. Checked on the server's answer:
   hold;
 - Max tokens decides the capture, which the whole script computes: its change is answered with a
   whole-script run (the text area is sent again) whose link carries the new count;
+- a control whose change does not decide which controls are drawn is not sent again (only the panel is);
+  the scaling's temperature slider and a mask's own controls are drawn with their group when they appear;
 - Head is drawn by the panel and reruns the view shown alone (its callback names that view's fragment): the
   scaling radio and the head slider are not sent again, the view's charts are;
 - a view switch keeps the view left in the page (hidden): switching back to it, with nothing changed, sends
@@ -74,6 +76,24 @@ def test_recompute_controls_rerun_the_numbers_panel_and_max_tokens_the_whole_scr
             else:
                 name = shown if names is None else {v: k for k, v in names.items()}[shown]
                 assert said == name, (label, shown, run.query_string)
+
+        # a control's change reruns the panel alone; its group of controls is drawn again only when the change
+        # decides which of them are drawn (app.py ``_control_changed``)
+        scaling = "Divide the scores by"
+        await client.change(scaling, (SCALING_LABELS["none"],))
+        run, _, _ = await client.change(scaling, (SCALING_LABELS["sqrt_dk"],))
+        assert run is not None and not run.errors and "Head" in run.widgets, run and run.errors
+        assert not {scaling, "Mask", "Layer", "Fill for blocked scores"} & set(run.widgets), set(run.widgets)
+        assert _link(run).get("scaling", "sqrt_dk") == "sqrt_dk", run.query_string
+        run, _, _ = await client.change(scaling, (SCALING_LABELS["custom"],))  # the temperature slider appears
+        assert run is not None and not run.errors and {scaling, "Temperature", "Head"} <= set(run.widgets)
+        assert "Mask" not in run.widgets and _link(run)["scaling"] == "custom"
+        run, _, _ = await client.change("Mask", (MASK_LABELS["sliding_window"],))  # the window's own controls
+        assert run is not None and not run.errors and {"Mask", "Window width"} <= set(run.widgets)
+        assert scaling not in run.widgets and "Temperature" not in run.widgets
+        run, _, _ = await client.change("Window width", "next")
+        assert run is not None and not run.errors and "Window width" not in run.widgets and "Head" in run.widgets
+        assert _link(run)["mask"] == "sliding_window" and _link(run)["scaling"] == "custom", run.query_string
 
         run, _, head = await client.change("Head", "next")  # view-only: the view shown alone
         assert run is not None and not run.errors and run.finished == "FINISHED_FRAGMENT_RUN_SUCCESSFULLY"
