@@ -12,9 +12,7 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from attention_core.device import configure_threads, pick_device
-from attention_core.pretrained import DEFAULT_MODEL, ModelLoadError
-from attention_core.request import MAX_TEXT_CHARS
-from ui import ahead, chart, compute, export, header, prefetch, sidebar, views
+from ui import ahead, chart, compute, controls, export, header, loading, prefetch, sidebar, views
 from ui.settings import URL_TEXT_CHARS, VIEW_LABELS, VIEWS, from_query_params, to_query_params
 from ui.text import plain
 from ui.views import common as view_common
@@ -28,71 +26,6 @@ st.set_page_config(page_title="Attention Lens", page_icon="🔍", layout="wide")
 def _threads() -> int:
     compute.return_freed_memory()  # once per server, like the thread count
     return configure_threads()
-
-
-def _prepare(name: str, bar) -> None:
-    """Once per session and bundled model: the one-time conversion, with a progress bar drawn into ``bar`` (a
-    placeholder every run makes, so that what follows keeps its place from the first run to the next)."""
-    key = f"_prepared_{name}"
-    if st.session_state.get(key):
-        return
-
-    def progress(message: str, fraction: float) -> None:
-        bar.progress(min(max(float(fraction), 0.0), 1.0), text=plain(f"{name}: {message}", 200))
-
-    try:
-        compute.prepare_bundled(name, progress)
-    finally:
-        bar.empty()
-    st.session_state[key] = True
-
-
-def _load(model: str):
-    """(loaded model, its name): the chosen one, else the last one that loaded, else the default.
-
-    A model that fails says why in one clear message; the app goes on with the next that loads.
-    """
-    fallbacks = dict.fromkeys([model, st.session_state.get("_good_model", DEFAULT_MODEL), DEFAULT_MODEL])
-    failed = []
-    bar = st.empty()  # every run, drawn into or not: a first run's extra element moved the whole page in the next
-    for name in fallbacks:
-        try:
-            _prepare(name, bar)
-            with st.spinner(f"Loading {plain(name, 80)} (the first load of a model can take a while)..."):
-                loaded = compute.load_model(name)
-        except compute.ServerBusy:
-            raise
-        except Exception as err:  # ModelLoadError, or anything a half-finished load threw: say it, go on
-            failed.append(str(err) if isinstance(err, ModelLoadError) else f"{type(err).__name__}: {err}")
-            continue
-        st.session_state["_good_model"] = name
-        if failed:
-            st.error(
-                f"Could not load that model. {plain(failed[0], 600)}\n\nStill showing **{plain(name, 80)}**.",
-                icon=":material/warning:",
-            )
-        return loaded, name
-    raise ModelLoadError(model, "neither it nor the bundled default could be loaded: " + " / ".join(failed)[:600])
-
-
-def _fit_resources(loaded, text: str) -> tuple[str, list[str]]:
-    """Cut the text and the token settings to what this server allows; notices say what changed."""
-    said = []
-    if len(text) > MAX_TEXT_CHARS:
-        said.append(f"The text has {len(text):,} characters; only the first {MAX_TEXT_CHARS:,} are used.")
-        text = text[:MAX_TEXT_CHARS]
-    budget = compute.token_budget(loaded.facts)
-    for key, what in (("max_tokens", "Max tokens"), ("pad_to", "Pad input to")):
-        value = int(st.session_state.get(key, 0))
-        if value > budget:
-            st.session_state[key] = budget
-            said.append(f"{what} {value} is more than this server computes for {loaded.facts.name}; using {budget}.")
-    return text, said
-
-
-def _show_fixes(fixes: list[str]) -> None:
-    if fixes:
-        st.warning("\n".join(f"- {plain(fix)}" for fix in fixes), icon=":material/tune:")
 
 
 def main() -> None:
@@ -121,21 +54,21 @@ def main() -> None:
     # panel whose place moves is drawn anew by the page, every chart remounted (a progress bar drawn in the first
     # run only did that to the full rerun that follows a page's opening).
     with st.container():
-        loaded, model = _load(model)
+        loaded, model = loading.load(model)
     said = st.container()
     if not text.strip():
         said.info("Type some text in the sidebar (or pick an example) to see its attention.", icon=":material/edit:")
         return
-    text, fixes = _fit_resources(loaded, text)
+    text, fixes = loading.fit_resources(loaded, text)
     try:
         cap = compute.capture(model, text, *_sizes())
     except ValueError as err:
         with said:
-            _show_fixes(fixes)
+            loading.show_fixes(fixes)
             st.error(plain(str(err), 600), icon=":material/warning:")
         return
     with said:
-        _show_fixes(fixes)
+        loading.show_fixes(fixes)
         if len(text) > URL_TEXT_CHARS:
             st.caption(f"The page's link keeps only the first {URL_TEXT_CHARS:,} characters of the text.")
     num_tokens = len(cap.tokens.labels)
@@ -157,13 +90,13 @@ PANEL_KEY = "lens-panel"  # the numbers panel's fragment
 
 def _control_changed(group: str):
     """The callback of every control of ``group``: the numbers panel reruns; the group is drawn again only when the
-    change decides which of its controls are drawn (``sidebar.ControlGroup.shape``: the temperature slider, a
+    change decides which of its controls are drawn (``controls.ControlGroup.shape``: the temperature slider, a
     mask's own sizes, the scratch sizes). A scaling click re-sent the sixteen controls and five drawers of the
     sidebar, every one re-rendered by the page, for nothing (report section 7, "twenty-first")."""
 
     def changed() -> None:
         keys = [PANEL_KEY]
-        if sidebar.CONTROL_GROUPS[group].shape() != st.session_state.get("_controls_shape", {}).get(group):
+        if controls.CONTROL_GROUPS[group].shape() != st.session_state.get("_controls_shape", {}).get(group):
             keys.insert(0, CONTROLS_KEY + group)  # first: the panel shows what it fitted
         _rerun(keys)
 
@@ -177,7 +110,7 @@ def _controls_fragment(group: str):
         widgets, each with ``_control_changed`` as callback. Notices go to the numbers panel, which runs after
         it (``_fit_notices``)."""
         try:
-            spec = sidebar.CONTROL_GROUPS[group]
+            spec = controls.CONTROL_GROUPS[group]
             sidebar.keep_state(only=spec.keys)  # as main() does: a hidden one (the temperature) keeps its value
             fixes = sidebar.fit_to_model(facts, num_tokens)
             st.session_state["_fit_notices"] = [*st.session_state.get("_fit_notices", []), *fixes]
@@ -190,7 +123,7 @@ def _controls_fragment(group: str):
     return st.fragment(key=CONTROLS_KEY + group)(controls_panel)
 
 
-CONTROL_PANELS = {group: _controls_fragment(group) for group in sidebar.CONTROL_GROUPS}
+CONTROL_PANELS = {group: _controls_fragment(group) for group in controls.CONTROL_GROUPS}
 
 
 @st.fragment(key=PANEL_KEY)
@@ -205,7 +138,7 @@ def numbers_panel(model: str, text: str, facts, num_tokens: int, sizes: tuple[in
             if _sizes() != sizes:
                 st.rerun()  # the capture is main()'s: it must run again with the new sizes
             # as main() does, for the widgets drawn below (the controls may be drawn already in this run)
-            sidebar.keep_state(skip=sidebar.TEXT_AND_MODEL + sidebar.CONTROL_KEYS)
+            sidebar.keep_state(skip=sidebar.TEXT_AND_MODEL + controls.CONTROL_KEYS)
             view_common.new_page()
             _numbers_panel(model, text, facts, num_tokens, head_slot)
         except compute.ServerBusy as err:
@@ -222,7 +155,7 @@ def _numbers_panel(model: str, text: str, facts, num_tokens: int, head_slot) -> 
     # what the controls fitted before they were drawn in this run, and what is left to fit (a panel alone)
     fixes = st.session_state.pop("_fit_notices", []) + sidebar.fit_to_model(facts, num_tokens)
     with above:
-        _show_fixes(fixes)
+        loading.show_fixes(fixes)
     settings = replace(sidebar.read_settings(model), text=text)
     st.query_params.from_dict(to_query_params(settings))
     try:

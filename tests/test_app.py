@@ -287,14 +287,14 @@ def test_the_page_keeps_its_layout_from_a_session_s_first_run_to_the_next():
 
 def test_every_control_of_the_sidebar_belongs_to_one_group_of_controls():
     """The numbers' controls are drawn by one fragment per group (app.py ``controls_panel``), and the numbers panel
-    must not assign their state (``sidebar.CONTROL_KEYS``): every widget the sidebar draws, with every group's
+    must not assign their state (``controls.CONTROL_KEYS``): every widget the sidebar draws, with every group's
     optional controls shown, is a text or model control, the head slider, or in exactly one group."""
-    from ui import sidebar
+    from ui import controls, sidebar
 
-    keys = sidebar.CONTROL_KEYS
+    keys = controls.CONTROL_KEYS
     assert len(keys) == len(set(keys))
     seen = set()
-    for extra in ({"scaling": "custom", "source": "scratch"}, *({"mask": m} for m in sidebar.MASK_LABELS)):
+    for extra in ({"scaling": "custom", "source": "scratch"}, *({"mask": m} for m in controls.MASK_LABELS)):
         at = AppTest.from_file(APP, default_timeout=180)
         at.session_state["text"] = TEXT
         for name, value in extra.items():

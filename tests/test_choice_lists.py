@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from attention_core import request
-from ui import sidebar
+from ui import controls, sidebar
 from ui.settings import STATISTICS, UI_CHOICES, VIEW_LABELS, VIEWS
 from ui.views.heads import STATISTIC_HELP
 from viz import stats, theme
@@ -11,10 +11,10 @@ from viz import stats, theme
 
 def test_every_option_of_every_sidebar_list_has_a_label():
     for options, labels in (
-        (request.SCALINGS, sidebar.SCALING_LABELS),
-        (request.MASKS, sidebar.MASK_LABELS),
-        (request.ENCODINGS, sidebar.ENCODING_LABELS),
-        (request.SOURCES, sidebar.SOURCE_LABELS),
+        (request.SCALINGS, controls.SCALING_LABELS),
+        (request.MASKS, controls.MASK_LABELS),
+        (request.ENCODINGS, controls.ENCODING_LABELS),
+        (request.SOURCES, controls.SOURCE_LABELS),
         (VIEWS, VIEW_LABELS),
         (STATISTICS, STATISTIC_HELP),
     ):

@@ -28,8 +28,8 @@ import pytest
 
 from benchmarks.appserver import app_server
 from benchmarks.load_protocol import Client, next_value, query_string, widget_state
+from ui.controls import ENCODING_LABELS, MASK_LABELS, SCALING_LABELS, SOURCE_LABELS
 from ui.settings import VIEW_LABELS
-from ui.sidebar import ENCODING_LABELS, MASK_LABELS, SCALING_LABELS, SOURCE_LABELS
 
 pytestmark = pytest.mark.slow
 
