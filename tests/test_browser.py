@@ -313,6 +313,34 @@ def test_overview_statistic_switches_in_the_browser_without_a_server_run(browser
     page.close()
 
 
+GRID_HOVER = """([head, row, col]) => { const plots = [...document.querySelectorAll('.js-plotly-plot')];
+  const grid = plots.find(el => !el.layout.sliders && el.data.some(t => t.name === 'head 0' && t.customdata));
+  const flip = plots.find(el => el.layout.sliders && el.data.some(t => t.name === 'head 0'));
+  grid.scrollIntoView({block: 'center'});
+  const trace = grid.data.findIndex(t => t.name === 'head ' + head);
+  const t = grid._fullData[trace];
+  window.Plotly.Fx.unhover(grid);
+  window.Plotly.Fx.hover(grid, {xval: col, yval: row}, t.xaxis + t.yaxis);
+  const label = grid.querySelector('.hoverlayer .hovertext');
+  return {text: label ? label.textContent : '', query: flip.data[0].y[row], key: flip.data[0].x[col],
+          weight: grid.calcdata[trace][0].z[row][col], cells: grid.data[trace].customdata.length}; }"""
+
+
+def test_the_grid_s_hover_names_both_tokens_of_every_cell(browser, url):
+    """The heads grid's hover labels are sent once per row and column (ui/plotly_spec.py ``_take_label_grids``) and
+    built again in the browser (chart.js): hovering a cell of any head still names its query and key tokens (the
+    flip chart's axis labels) beside its weight."""
+    page, _ = heads_page(browser, url)
+    for head, row, col in ((0, 2, 1), (5, 1, 3), (11, 0, 4)):
+        page.wait_for_timeout(150)  # plotly draws at most one hover each 50 ms
+        seen = page.evaluate(GRID_HOVER, [head, row, col])
+        assert seen["query"] and seen["key"] and seen["cells"] > max(row, col)
+        assert f"query {seen['query']}" in seen["text"] and f"key {seen['key']}" in seen["text"], seen
+        assert f"weight {float(seen['weight']):.4g}" in seen["text"], seen
+    no_errors(page)
+    page.close()
+
+
 def test_a_click_on_an_overview_cell_selects_that_layer_and_head(browser, url):
     """The overview (a lens chart whose clicks come back to the server) selects the clicked layer and head in
     the sidebar and everywhere; a click on another chart selects nothing and sends nothing."""

@@ -168,3 +168,31 @@ def test_a_download_of_a_figure_kept_as_sent_renders_the_figure_as_drawn(monkeyp
     (drawn, fmt), expected = rendered[0], apply_theme(marked(fig, update), "slides")
     assert fmt == "svg" and json.loads(plotly_own(drawn)) == json.loads(plotly_own(expected))
     assert drawn.layout.sliders[0].active == 2
+
+
+def test_hover_labels_repeated_along_rows_or_columns_are_sent_once_and_built_again():
+    """A heatmap's token names per cell (rows x cols x 2) are sent as one label per row and per column: the 12 heads
+    of a grid carry their names in a few KB, and unpack (as the browser's chart.js) gives back plotly's own
+    customdata. customdata that varies along both axes is sent as it is."""
+    from viz.heads import head_grid
+
+    rng = np.random.default_rng(0)
+    tokens = [f"tok{i}" for i in range(40)]
+    weights = rng.random((12, 40, 40)).astype(np.float32)
+    grid = head_grid(weights / weights.sum(-1, keepdims=True), tokens, tokens)
+    own = json.loads(plotly_own(grid))
+    assert all(np.shape(trace["customdata"]) == (40, 40, 2) for trace in own["data"])
+    packed = plotly_spec.pack(json.loads(plotly_own(grid)))
+    meta = json.loads(packed[8 : 8 + struct.unpack_from("<I", packed, 4)[0]])
+    assert [index for index, *_ in meta["grids"]] == list(range(12))
+    assert all(layers[0][0] == "rows" and layers[1][0] == "cols" for *_, layers in meta["grids"])
+    assert b"tok39" in packed and packed.count(b"tok39") == 2 * 12  # once as a row, once as a column, per head
+    assert len(packed) < 12 * 40 * 40 * 8 + 30_000  # the weights (float64 at this size) and little else
+    assert plotly_spec.unpack(packed) == own
+    again = plotly_spec.Sent(grid).figure()
+    assert np.array_equal(np.asarray(again.data[3].customdata), np.asarray(grid.data[3].customdata))
+
+    mixed = go.Figure(go.Heatmap(z=[[1, 2], [3, 4]], customdata=[[["a"], ["b"]], [["c"], ["d"]]]))
+    packed = plotly_spec.pack(json.loads(plotly_own(mixed)))
+    assert "grids" not in json.loads(packed[8 : 8 + struct.unpack_from("<I", packed, 4)[0]])
+    assert plotly_spec.unpack(packed) == json.loads(plotly_own(mixed))

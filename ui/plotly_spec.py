@@ -87,10 +87,13 @@ def pack(spec: dict) -> bytes:
     plotly's conversion exactly (its dtypes, its integer downcasts); once per figure, off the click's path."""
     found: list[tuple[list, bytes]] = []
     _take_buffers(spec, [], found)
+    grids = _take_label_grids(spec)
     figure = pio.to_json(spec, validate=False).encode("utf-8")
     digest = hashlib.blake2b(figure, digest_size=12)
     for _, raw in found:
         digest.update(raw)
+    if grids:
+        digest.update(json.dumps(grids).encode("utf-8"))
 
     def meta_for(start: int) -> bytes:
         offset, buffers = _aligned(start + len(figure)), []
@@ -98,6 +101,8 @@ def pack(spec: dict) -> bytes:
             buffers.append([path, offset, len(raw)])
             offset = _aligned(offset + len(raw))
         meta = {"digest": digest.hexdigest(), "figure": [start, len(figure)], "buffers": buffers, "end": offset}
+        if grids:
+            meta["grids"] = grids
         return json.dumps(meta, separators=(",", ":")).encode("utf-8")
 
     meta = meta_for(8)
@@ -159,6 +164,53 @@ def _take_buffers(value, path: list, found: list) -> None:
                 _take_buffers(item, [*path, index], found)
 
 
+def _take_label_grids(spec: dict) -> list:
+    """Take out each trace's hover ``customdata`` that only repeats the row or column labels (a heatmap's token
+    names per cell, ``viz.matrix_traces``: rows x cols x layers of strings, each layer the same along a row or
+    a column) and say it in a few words instead: ``[trace index, rows, cols, [["rows" | "cols", labels], ...]]``.
+    The browser (chart.js ``unpack``) and ``unpack`` build exactly the same customdata again; the 12 heads of a
+    64-token grid were 1.2 MB of repeated names, now 2 KB."""
+    grids = []
+    for index, trace in enumerate(spec.get("data") or ()):
+        layers = _label_layers(trace.get("customdata")) if isinstance(trace, dict) else None
+        if layers is not None:
+            rows, cols, _ = np.shape(trace.pop("customdata"))
+            grids.append([index, rows, cols, layers])
+    return grids
+
+
+def _label_layers(custom) -> list | None:
+    """[["rows" | "cols", labels], ...] when ``custom`` (rows, cols, layers) holds strings only and each layer is
+    the same along a row ("rows": one label per row) or along a column; else None."""
+    if not isinstance(custom, np.ndarray | list) or not len(custom):
+        return None
+    cells = np.asarray(custom, dtype=object)
+    if cells.ndim != 3 or not all(isinstance(value, str) for value in cells.flat):
+        return None
+    layers = []
+    for layer in np.moveaxis(cells, -1, 0):
+        if (layer == layer[:, :1]).all():
+            layers.append(["rows", layer[:, 0].tolist()])
+        elif (layer == layer[:1, :]).all():
+            layers.append(["cols", layer[0, :].tolist()])
+        else:
+            return None
+    return layers
+
+
+def label_grid(rows: int, cols: int, layers: list) -> list:
+    """The customdata ``_take_label_grids`` took out, built again: rows x cols x layers of labels."""
+    return [
+        [[labels[r] if axis == "rows" else labels[c] for axis, labels in layers] for c in range(cols)]
+        for r in range(rows)
+    ]
+
+
+def _put_label_grids(figure: dict, grids: list) -> None:
+    for index, rows, cols, layers in grids:
+        figure["data"][index]["customdata"] = label_grid(rows, cols, layers)
+
+
 def unpack(data: bytes) -> dict:
     """plotly's own figure dict from what ``pack`` sent (or from plain JSON): each bdata base64 again."""
     if not data.startswith(MAGIC):
@@ -171,6 +223,7 @@ def unpack(data: bytes) -> dict:
         for step in path:
             spec = spec[step]
         spec["bdata"] = base64.b64encode(data[offset : offset + size]).decode("ascii")
+    _put_label_grids(figure, meta.get("grids", ()))
     update = update_of(data)
     return figure if update is None else apply_update(figure, update)
 
@@ -263,6 +316,7 @@ class Sent:
             array = np.frombuffer(self.packed, dtype=dtype, count=size // dtype.itemsize, offset=offset)
             shape = typed.get("shape")
             holder[path[-1]] = array.reshape([int(n) for n in str(shape).split(",")]) if shape else array
+        _put_label_grids(spec, meta.get("grids", ()))
         return go.Figure(spec)
 
 

@@ -99,7 +99,18 @@ function unpack(bytes, meta) {
     for (const step of path) spec = spec[step];
     spec.bdata = bytes.buffer.slice(bytes.byteOffset + offset, bytes.byteOffset + offset + length);
   }
+  // hover labels sent once per row or column (ui/plotly_spec.py _take_label_grids): each cell's customdata again
+  for (const [index, rows, cols, layers] of meta.grids || []) figure.data[index].customdata = labelGrid(rows, cols, layers);
   return figure;
+}
+
+function labelGrid(rows, cols, layers) {
+  const grid = new Array(rows);
+  for (let r = 0; r < rows; r++) {
+    const row = (grid[r] = new Array(cols));
+    for (let c = 0; c < cols; c++) row[c] = layers.map(([axis, labels]) => (axis === "rows" ? labels[r] : labels[c]));
+  }
+  return grid;
 }
 
 function say(div, message) {
