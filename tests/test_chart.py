@@ -213,12 +213,26 @@ def test_the_page_s_first_chart_is_drawn_as_it_arrives_even_out_of_view_and_the_
     errors: list[str] = []
     page.on("pageerror", lambda err: errors.append(str(err)))
     page.add_init_script("window.requestIdleCallback = () => 0;")
+    # Where the chart below was when plotly drew it (its top, in px from the screen's top): on a busy machine the
+    # page can be laid out in steps, the chart below passing near the screen for a moment, and the watcher then
+    # rightly draws it. What must not happen is drawing it while it is far away.
+    page.add_init_script(
+        """new MutationObserver(() => {
+             const div = document.querySelector('.st-key-fig_below .lens-chart');
+             if (window.__belowTop === undefined && div && div.querySelector('svg.main-svg'))
+               window.__belowTop = div.getBoundingClientRect().top;
+           }).observe(document, {childList: true, subtree: true});"""
+    )
     page.goto(page_url + "/?gap=1")
     first = ".st-key-fig_test .lens-chart"
     page.wait_for_selector(first + " svg.main-svg", timeout=60000)
     assert page.evaluate(f"() => document.querySelector('{first}').getBoundingClientRect().top") > 2000
     page.wait_for_timeout(1500)
-    assert page.locator(BELOW + " svg.main-svg").count() == 0  # waiting for an idle moment that never comes
+    below_top = page.evaluate("() => window.__belowTop ?? null")
+    # waiting for an idle moment that never comes; or drawn only when it was near the screen (NEAR: half a screen)
+    assert below_top is None or below_top < 700 * 1.5 + 1, below_top
+    if below_top is None:
+        assert page.locator(BELOW + " svg.main-svg").count() == 0
     page.locator(BELOW).scroll_into_view_if_needed()  # near the view: drawn
     page.wait_for_selector(BELOW + " svg.main-svg", timeout=10000)
     assert not errors
