@@ -32,6 +32,10 @@ def upper_is_zero(weights: torch.Tensor) -> bool:
     """True when every cell above the diagonal of the (..., L, L) maps is +0.0, bit for bit."""
     if weights.dim() < 2 or weights.shape[-1] != weights.shape[-2] or weights.dtype != torch.float32:
         return False
+    # The first query's keys after it first (..., L-1): a bidirectional encoder's maps are non-zero there, and
+    # the answer is known without copying every map (MiniLM at 512 tokens: 0.11 s of the capture's 0.6 s).
+    if bool(weights[..., 0, 1:].view(torch.int32).any()):
+        return False
     upper = torch.triu(weights, diagonal=1)  # (..., L, L) zeros on and below the diagonal
     return not bool(upper.view(torch.int32).any())  # -0.0 and NaN count as non-zero
 

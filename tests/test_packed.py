@@ -39,11 +39,12 @@ def test_pack_and_unpack_give_back_every_bit():
     assert np.array_equal(packed[1, :3], [weights[1, 0, 0], weights[1, 1, 0], weights[1, 1, 1]])  # row by row
 
 
+@pytest.mark.parametrize("where", [(1, 2, 4), (1, 0, 3), (0, 4, 5)])  # inside; the first query's row; the last key
 @pytest.mark.parametrize("upper", [0.0, -0.0, np.nan, 1e-30])
-def test_upper_is_zero_only_for_plus_zero_bits(upper):
+def test_upper_is_zero_only_for_plus_zero_bits(upper, where):
     weights = torch.from_numpy(causal_weights(1, 2, 6)[0])
     assert upper_is_zero(weights)
-    weights[1, 2, 4] = upper
+    weights[where] = upper
     assert upper_is_zero(weights) == (str(upper) == "0.0")
     assert not upper_is_zero(weights[..., :5])  # not square: never packed
     assert not upper_is_zero(weights.double())  # float64 stays dense (widened as before)
