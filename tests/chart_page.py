@@ -1,6 +1,7 @@
 """A page for tests/test_chart.py: a lens chart (ui/chart.py) whose figure a radio picks, the same chart far
 below it, out of view, and a button that reruns the page with nothing changed. ``?gap=1`` puts a tall gap above
-the first chart too (every chart out of view when the page opens). ``?hidden=1`` adds a chart in a box hidden as
+the first chart too (every chart out of view when the page opens). The "Another chart" checkbox adds a chart just
+under the first one (a new chart near the screen, as when a view opens). ``?hidden=1`` adds a chart in a box hidden as
 app.py hides a view kept in the page (``ui.ahead.hiding_css``). Run by ``streamlit run tests/chart_page.py``."""
 
 import sys
@@ -28,9 +29,12 @@ def figures() -> dict:
 
 pick = st.radio("Figure", ["first", "second"], horizontal=True)
 st.button("Rerun")
+another = st.checkbox("Another chart")
 if st.query_params.get("gap"):
     st.markdown('<div style="height: 3000px">(a tall gap above)</div>', unsafe_allow_html=True)
 draw(figures()[pick], key="fig_test")
+if another:
+    draw(figures()["second"], key="fig_new")  # a new chart near the screen
 st.markdown('<div style="height: 3000px">(a tall gap)</div>', unsafe_allow_html=True)
 draw(figures()[pick], key="fig_below")  # far out of view until scrolled to
 if st.query_params.get("hidden"):

@@ -239,6 +239,28 @@ def test_the_page_s_first_chart_is_drawn_as_it_arrives_even_out_of_view_and_the_
     page.close()
 
 
+@pytest.mark.browser
+def test_a_new_chart_near_the_screen_is_drawn_without_waiting_for_the_watcher(browser, page_url):
+    # The watcher (IntersectionObserver) stubbed to never report: a chart that arrives near the screen after the
+    # page's first one (a view just opened) is drawn in the task that placed it, not a frame later at the
+    # watcher's first report; the chart far below still waits.
+    page = browser.new_page(viewport={"width": 1000, "height": 700})
+    errors: list[str] = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.add_init_script(
+        "window.IntersectionObserver = class { constructor() {} observe() {} unobserve() {} disconnect() {} };"
+    )
+    page.goto(page_url)
+    page.wait_for_selector(PLOT + " svg.main-svg", timeout=60000)  # the page's first chart
+    page.get_by_text("Another chart").click()
+    page.wait_for_selector(".st-key-fig_new .lens-chart svg.main-svg", timeout=10000)
+    name = page.evaluate("() => document.querySelector('.st-key-fig_new .lens-chart').data[0].name")
+    assert name == "weights-second"
+    assert page.locator(BELOW + " svg.main-svg").count() == 0  # far below: waits for the watcher
+    assert not errors
+    page.close()
+
+
 HIDDEN = ".st-key-fig_hidden .lens-chart"
 
 
