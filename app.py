@@ -12,7 +12,7 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from attention_core.device import configure_threads, pick_device
-from ui import ahead, chart, compute, controls, export, header, loading, prefetch, sidebar, views
+from ui import ahead, chart, compute, controls, export, header, loading, prefetch, sidebar, switch, views
 from ui.settings import URL_TEXT_CHARS, VIEW_LABELS, VIEWS, from_query_params, to_query_params
 from ui.text import plain
 from ui.views import common as view_common
@@ -225,12 +225,11 @@ def _rerun(keys: list[str]) -> None:
 
 
 def _view_changed() -> None:
-    """The view control's callback: its own fragment shows the chosen view and hides the rest (CSS); the chosen
-    view's fragment runs only when what it shows is not already in the page."""
+    """The view control's callback. The page itself has shown the chosen view and hidden the rest (ui/switch.py);
+    the chosen view's fragment runs only when what it shows is not already in the page (its run also writes the
+    link), else the control's own fragment runs, to write the link."""
     new, drawn = chosen_view(), st.session_state.setdefault("_views_drawn", {})
-    keys = [SWITCH_KEY]
-    if drawn.get(new) != _look():
-        keys.append(VIEW_KEY + new)
+    keys = [VIEW_KEY + new] if drawn.get(new) != _look() else [SWITCH_KEY]
     for name in list(drawn):
         if name != new and (name not in KEPT_VIEWS or new not in KEPT_VIEWS):
             keys.append(VIEW_KEY + name)  # its fragment runs, finds it is not the chosen view, and draws nothing
@@ -285,7 +284,8 @@ def view_switch(settings) -> None:
         on_change=_view_changed,
     )
     view = chosen_view()
-    st.html(f"<style>{ahead.hiding_css([f'.{BOX_CLASS}{name}' for name in VIEWS if name != view])}</style>")
+    st.html(f"<style>{switch.css(VIEWS, '.' + BOX_CLASS, view)}</style>")
+    switch.follow(VIEWS, "st-key-view", view, "derivation")
     st.query_params.from_dict(to_query_params(replace(settings, **sidebar.view_only())))
 
 

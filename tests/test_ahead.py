@@ -47,3 +47,15 @@ def test_the_css_hides_every_descendant_too():
     assert css.startswith(".a, .b {") and ahead.HIDDEN_STYLE in css
     assert ".a *, .b * {visibility: hidden !important}" in css
     assert ahead.hiding_css([]) == ""
+
+
+def test_the_view_css_hides_every_box_but_the_one_the_page_names_and_the_server_s_choice_before():
+    from ui import switch
+
+    css = switch.css(("a", "b", "c"), ".box-", "b")
+    rules = css.splitlines()
+    assert len(rules) == 4 and all(rule.endswith(f"{{{ahead.HIDDEN_STYLE}}}") for rule in rules)
+    assert rules[0].startswith('body[data-lens-view="a"] .box-b, body[data-lens-view="a"] .box-c {')
+    assert rules[2].startswith('body[data-lens-view="c"] .box-a, body[data-lens-view="c"] .box-b {')
+    assert rules[3].startswith("body:not([data-lens-view]) .box-a, body:not([data-lens-view]) .box-c {")
+    assert ".box-b," not in rules[1] and "box-b {" not in rules[1]  # the named view is never hidden

@@ -192,6 +192,43 @@ def test_a_view_switched_away_draws_nothing_off_the_page(browser, url):
     page.close()
 
 
+BOX_HEIGHT = """(name) => { const box = document.querySelector('.st-key-lens-box-' + name);
+  return box ? box.getBoundingClientRect().height : -1; }"""  # -1: not in the page
+CLICK_VIEW = """async (label) => {
+  const option = [...document.querySelectorAll('.st-key-view [role="radio"]')].find(o => o.textContent === label);
+  option.click();
+  await Promise.resolve();  // microtasks only (the control's MutationObserver): no message from the server yet
+  await Promise.resolve();
+  const height = (name) => document.querySelector('.st-key-lens-box-' + name).getBoundingClientRect().height;
+  return [document.body.getAttribute('data-lens-view'), height('heads'), height('derivation')]; }"""
+
+
+def test_a_click_on_the_view_control_shows_a_kept_view_before_the_server_answers(browser, url):
+    """ui/switch.py: the CSS that hides the views not chosen keys on <body data-lens-view>, which the page sets
+    from the control itself in the click's own task; a view kept in the page is shown before any message from
+    the server (which used to send the CSS naming the boxes to hide)."""
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    page.goto(url)
+    wait_idle(page)
+    assert page.evaluate("() => document.body.getAttribute('data-lens-view')") == "derivation"
+    page.get_by_text("Heads & layers", exact=True).first.click()  # its first visit: drawn, then kept in the page
+    page.wait_for_function(f"() => ({BOX_HEIGHT})('heads') > 0", timeout=60000)
+    wait_idle(page)
+    page.get_by_text("Derivation", exact=True).first.click()
+    page.wait_for_function(f"() => ({BOX_HEIGHT})('heads') === 0 && ({BOX_HEIGHT})('derivation') > 0")
+    wait_idle(page)
+    view, heads, derivation = page.evaluate(CLICK_VIEW, "Heads & layers")
+    assert view == "heads" and heads > 0 and derivation == 0, (view, heads, derivation)
+    wait_idle(page)  # and the server's answer keeps it so
+    assert page.evaluate(f"() => [({BOX_HEIGHT})('heads') > 0, ({BOX_HEIGHT})('derivation')]") == [True, 0]
+    view, heads, derivation = page.evaluate(CLICK_VIEW, "Heads & layers")  # the chosen option again: cleared
+    assert view == "derivation" and heads == 0 and derivation > 0, (view, heads, derivation)
+    wait_idle(page)
+    assert page.evaluate(f"() => [({BOX_HEIGHT})('heads'), ({BOX_HEIGHT})('derivation') > 0]") == [0, True]
+    no_errors(page)
+    page.close()
+
+
 DRAW_SPY = """() => { window.__draws = []; for (const name of ['react', 'newPlot', 'update']) {
   const real = window.Plotly[name];
   window.Plotly[name] = function (div, ...rest) {
