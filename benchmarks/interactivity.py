@@ -398,6 +398,9 @@ class Page:
         """Click button ``step`` (mod their count) of the buttons above Heads & layers' overview chart, which
         switch the statistic in the browser alone; None if missing (an app whose Statistic is a selectbox
         is measured through ``change`` instead)."""
+        overview = self.page.locator(".st-key-fig_overview .lens-chart").first
+        if overview.count():  # drawn only when near the screen (chart.js): brought there first
+            overview.evaluate("el => el.scrollIntoView({block: 'center'})")
         chart = self.page.locator(".js-plotly-plot", has=self.page.locator(".updatemenu-container")).first
         try:
             chart.wait_for(state="attached", timeout=10_000)
