@@ -1,7 +1,7 @@
 // Keeps <body data-lens-view="..."> on the view the View control shows (ui/switch.py): the CSS that shows one view
 // and hides the others keys on it, so a click shows its view in the click's own frame, before the server answers.
 //
-// `data` is {views, control, chosen, default}: the views in the control's order, the CSS class of the control's
+// `data` is JSON (as bytes) of {views, control, chosen, default}: the views in the control's order, the CSS class of the control's
 // element, the server's choice and the view shown when no option is chosen (a second click on the chosen option
 // clears it). A MutationObserver on the control follows its options' aria-checked, which React sets in the task
 // of the click (the observer's callback runs before that task ends, so the frame the click paints shows the view).
@@ -35,11 +35,24 @@ function observe() {
   state.observer.observe(control, { attributes: true, attributeFilter: ["aria-checked"], childList: true, subtree: true });
 }
 
+function text(data) {
+  if (typeof data === "string") return data;
+  if (data instanceof ArrayBuffer) return new TextDecoder().decode(new Uint8Array(data));
+  if (ArrayBuffer.isView(data)) return new TextDecoder().decode(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+  return "null";
+}
+
 export default function (component) {
   const element = component.parentElement.closest('[data-testid="stElementContainer"]');
   if (element) element.style.display = "none"; // it draws nothing
-  if (!component.data || !Array.isArray(component.data.views)) return undefined;
-  state.data = component.data;
+  let data = null;
+  try {
+    data = JSON.parse(text(component.data)); // JSON, sent as bytes (ui/switch.py)
+  } catch (err) {
+    data = null;
+  }
+  if (!data || !Array.isArray(data.views)) return undefined;
+  state.data = data;
   observe();
   apply();
   return undefined;
