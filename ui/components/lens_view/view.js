@@ -1,9 +1,9 @@
 // Keeps <body data-lens-view="..."> on the view the View control shows (ui/switch.py): the CSS that shows one view
 // and hides the others keys on it, so a click shows its view in the click's own frame, before the server answers.
 //
-// `data` is JSON (as bytes) of {views, control, chosen, default}: the views in the control's order, the CSS class of the control's
-// element, the server's choice and the view shown when no option is chosen (a second click on the chosen option
-// clears it). A MutationObserver on the control follows its options' aria-checked, which React sets in the task
+// `data` is JSON (as bytes) of {views, control, chosen, default}: the views in the control's order, the CSS class
+// of the control's element, the server's choice and the view shown when no option is chosen (a second click on the
+// chosen option clears it). A MutationObserver on the control follows its options' aria-checked, which React sets in the task
 // of the click (the observer's callback runs before that task ends, so the frame the click paints shows the view).
 
 const ATTRIBUTE = "data-lens-view";
