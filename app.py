@@ -72,16 +72,11 @@ def main() -> None:
         if len(text) > URL_TEXT_CHARS:
             st.caption(f"The page's link keeps only the first {URL_TEXT_CHARS:,} characters of the text.")
     num_tokens = len(cap.tokens.labels)
-    with st.sidebar:  # the layer and head sliders' slots (containers the fragments draw into), the controls' place
+    with st.sidebar:  # the layer and head sliders' slots (containers the fragments draw into), then the controls
         layer_slot, head_slot = sidebar.layer_and_head_slots()
-        controls_box = st.container()
-    # The view before the controls: the page takes a run's elements in the order they come, so the first chart
-    # is drawn before the sidebar's sixteen controls and five drawers are mounted, not after (a 512-token link's
-    # first chart, report section 7, "twenty-fourth"). The panel fits the settings to the model itself.
-    numbers_panel(model, text, loaded.facts, num_tokens, _sizes(), head_slot)
-    with controls_box:
         for controls_panel in CONTROL_PANELS.values():
             controls_panel(loaded.facts, num_tokens, layer_slot)
+    numbers_panel(model, text, loaded.facts, num_tokens, _sizes(), head_slot)
 
 
 def _sizes() -> tuple[int, int]:
