@@ -12,7 +12,7 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from attention_core.device import configure_threads, pick_device
-from ui import ahead, chart, compute, controls, export, header, loading, prefetch, sidebar, switch, views, waiter
+from ui import ahead, chart, compute, controls, export, header, loading, prefetch, sidebar, switch, views
 from ui.settings import URL_TEXT_CHARS, VIEW_LABELS, VIEWS, from_query_params, to_query_params
 from ui.text import plain
 from ui.views import common as view_common
@@ -174,30 +174,25 @@ def _numbers_panel(model: str, text: str, facts, num_tokens: int, head_slot) -> 
     view_switch(settings)
     for view_panel in VIEW_PANELS.values():
         view_panel(settings)
-    with replay_slot.container():  # after the view: the check of a long input must not hold it up
-        replay_box(settings.request())
+    if not replay_check(replay_slot, settings.request()):
+        st.fragment(run_every=1.0)(replay_poll)(replay_slot, settings.request())
 
 
-REPLAY_KEY = "lens-replay"  # the fragment of the header's all-layers check
-REPLAY_LOOK_MS = 1000  # how often the page asks for a long input's check while it runs in the background
+def replay_check(slot, request) -> bool:
+    """Fill the header's all-layers check; True when shown. A long input's check runs in the background
+    (the view is usable meanwhile) and ``replay_poll`` looks for it every second."""
+    summary = compute.replay_if_ready(request)
+    if summary is None:
+        slot.metric("Own core vs model, all layers", "checking…", help="Replaying every layer through the core.")
+        return False
+    header.replay_metric(slot, replace(compute.trace_for(request), replay=summary[0], replay_hidden=summary[1]))
+    return True
 
 
-@st.fragment(key=REPLAY_KEY)
-def replay_box(request) -> None:
-    """The header's all-layers check. A long input's check runs in the background (the view is usable meanwhile,
-    ``compute.replay_if_ready``); until it is done this fragment draws "checking…" and a waiter, and the page reruns
-    this fragment alone a second later (``ui/waiter.py``): its arrival no longer reruns the whole page."""
-    try:
-        summary = compute.replay_if_ready(request)
-        if summary is None:
-            st.metric("Own core vs model, all layers", "checking…", help="Replaying every layer through the core.")
-            waiter.rerun_after(REPLAY_LOOK_MS, key="lens_replay_wait")
-            return
-        header.replay_metric(st, replace(compute.trace_for(request), replay=summary[0], replay_hidden=summary[1]))
-    except compute.ServerBusy as err:
-        st.warning(plain(str(err)), icon=":material/hourglass_top:")
-    except Exception as err:  # a fragment rerun is not inside main()'s guard: a message, never a traceback
-        _went_wrong(err)
+def replay_poll(slot, request) -> None:
+    """Once the background check is done, one full rerun shows it and ends the polling."""
+    if compute.replay_if_ready(request) is not None:
+        st.rerun()
 
 
 # Views kept in the page, hidden, after a switch away (switching back shows them at once when nothing they show has

@@ -229,35 +229,6 @@ def test_a_click_on_the_view_control_shows_a_kept_view_before_the_server_answers
     page.close()
 
 
-REPLAY_METRIC = """() => [...document.querySelectorAll('[data-testid="stMetric"]')].map(m => m.innerText)
-  .find(t => t.startsWith('Own core vs model')) || '' """
-
-
-def test_a_long_input_s_check_arrives_without_a_full_rerun_and_the_kept_views_stay(browser, url):
-    """The header's all-layers check of a long input runs in the background; its arrival reruns only the check's
-    own fragment (app.py ``replay_box``, ui/waiter.py), not the page: a view kept in the page meanwhile is still
-    there afterwards (a full rerun cleared it), and no waiter is left to wake the server again."""
-    from urllib.parse import quote
-
-    text = "The cat sat on the mat because it was warm there. " * 18  # about 200 tokens: checked in the background
-    page = browser.new_page(viewport={"width": 1366, "height": 900})
-    page.goto(f"{url}/?text={quote(text)}&max_tokens=256")
-    page.wait_for_selector(CHART, timeout=120000)
-    page.wait_for_function(f"() => /checking|max/.test(({REPLAY_METRIC})())", timeout=60000, polling=100)
-    # clicks keep the server busy, which holds the check back (it waits for a quiet server): it lands after them
-    page.get_by_text("Core vs model", exact=True).first.click()
-    page.wait_for_function(f"() => ({BOX_HEIGHT})('compare') > 0", timeout=60000)
-    page.wait_for_selector(".st-key-lens-box-compare .lens-chart", state="attached", timeout=60000)
-    page.get_by_text("Derivation", exact=True).first.click()
-    page.wait_for_function(f"() => ({BOX_HEIGHT})('compare') === 0 && ({BOX_HEIGHT})('derivation') > 0")
-    page.wait_for_function(f"() => ({REPLAY_METRIC})().includes('max |Δ|')", timeout=60000, polling=200)
-    wait_idle(page)
-    assert page.locator(".st-key-lens-box-compare .lens-chart").count() > 0  # kept: no full rerun cleared it
-    assert page.locator(".st-key-lens_replay_wait").count() == 0
-    no_errors(page)
-    page.close()
-
-
 DRAW_SPY = """() => { window.__draws = []; for (const name of ['react', 'newPlot', 'update']) {
   const real = window.Plotly[name];
   window.Plotly[name] = function (div, ...rest) {

@@ -166,29 +166,3 @@ def test_a_long_replay_check_runs_in_the_background_and_then_is_kept(monkeypatch
     assert all(r.weights < 1e-5 and r.output < 1e-5 for r in (*captured, *hidden))
     cap = compute.capture(request.model, request.text, request.max_tokens, request.pad_to)
     assert compute.replay_if_ready(request) is cap.memo["replay_summary"]  # computed once, then kept
-
-
-def test_the_header_says_checking_until_a_long_check_is_done_and_then_shows_it(monkeypatch):
-    """app.py ``replay_box``: a long input's all-layers check runs in the background; the header says so and draws a
-    waiter (the page reruns that fragment alone, ui/waiter.py), then shows the check, and no waiter is left."""
-    import time
-
-    compute.store().clear()
-    monkeypatch.setattr(compute, "SYNC_REPLAY_CELLS", 0)  # treat this text as long
-    at = AppTest.from_file(APP, default_timeout=180)
-    at.session_state["text"] = TEXT + " Checked in the background."
-
-    def check_and_waiters():
-        value = next(m.value for m in at.metric if m.label == "Own core vs model, all layers")
-        waiters = [e for e in at.get("bidi_component") if "lens_replay_wait" in str(getattr(e, "proto", ""))]
-        return value, len(waiters)
-
-    ok(at.run())
-    assert check_and_waiters() == ("checking…", 1)
-    request = TraceRequest(text=TEXT + " Checked in the background.")
-    deadline = time.time() + 60
-    while compute.replay_if_ready(request) is None and time.time() < deadline:
-        time.sleep(0.05)
-    ok(at.run())
-    value, waiters = check_and_waiters()
-    assert value.startswith("max |Δ|") and float(value.split()[-1]) < 1e-5 and waiters == 0
