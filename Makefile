@@ -22,8 +22,11 @@ lint: setup
 	.venv/bin/ruff format --check .
 
 
+# Two runs: the suite on two workers, then the tests marked `alone` (ten browser sessions for a minute), which
+# measure the machine and so run with nothing beside them (exit 5: the selection held none of them).
 test: setup-browser lint
-	.venv/bin/python -m pytest $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	.venv/bin/python -m pytest $(PYTEST_WORKERS) -m "not alone" $(PYTEST_ARGS)
+	.venv/bin/python -m pytest -m alone $(PYTEST_ARGS) || test $$? -eq 5
 
 bench: setup-browser
 	.venv/bin/python -m benchmarks $(BENCH_ARGS)

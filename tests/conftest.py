@@ -57,16 +57,14 @@ def browser():
 # Parallel runs (pytest-xdist: `make test` passes -n 2 --dist loadfile --no-loadscope-reorder; a plain
 # `pytest` runs in one process). Each test module stays on one worker, so its module fixtures (a browser,
 # an app server, a loaded model) start once; the cases of the option walk share nothing and go one by
-# one to whichever worker is free; the two long tests that drive whole systems (the Docker image, ten
-# browser sessions for a minute) go one after the other on one worker, so that neither runs beside the
-# other (each needs the machine more than a worker of CPU tests does). The longest units are handed out
+# one to whichever worker is free. Ten browser sessions for a minute (marked `alone`) are not in this run:
+# `make test` runs them afterwards, with nothing beside them. The longest units are handed out
 # first, so that no long one ends the run alone. (xdist's own --dist loadgroup cannot do this under
 # pytest 9: its xdist_group marks are lost.)
 SPREAD = ("tests/test_app_options.py",)
-TOGETHER = {"tests/test_docker.py": "docker+load", "tests/test_load.py": "docker+load"}
+TOGETHER: dict[str, str] = {}  # modules that share one unit (none at present)
 LONGEST_FIRST = (  # node id prefixes, longest first (durations of a full run on 2 cores)
     "tests/test_docker.py",  # image build ~130 s, then the container checks
-    "tests/test_load.py",  # ten browser sessions for a minute
     "tests/test_app_options.py::test_every_option_of_every_control[minilm-pitfalls]",
     "tests/test_app_options.py::test_every_option_of_every_control[smollm2-derivation]",
     "tests/test_app_options.py::test_every_option_of_every_control[smollm2-pitfalls]",

@@ -281,7 +281,8 @@ def test_a_chart_in_a_view_kept_hidden_is_drawn_at_its_width_when_the_browser_is
     )
     assert box[0] > 500 and box[1] == 0, box  # laid out at the column's width, of no height
     if idle:
-        page.wait_for_selector(HIDDEN + " svg.main-svg", state="attached", timeout=10000)
+        # (A wait, not a timing: on a busy machine the browser's first idle moment can come late.)
+        page.wait_for_selector(HIDDEN + " svg.main-svg", state="attached", timeout=45000)
         width = page.evaluate(f"() => document.querySelector('{HIDDEN}')._fullLayout.width")
         assert abs(width - box[0]) < 2, (width, box)  # drawn at its size, not plotly's default 700 px
         assert not page.locator(HIDDEN).is_visible()
