@@ -76,7 +76,9 @@ def main() -> None:
         layer_slot, head_slot = sidebar.layer_and_head_slots()
         for controls_panel in CONTROL_PANELS.values():
             controls_panel(loaded.facts, num_tokens, layer_slot)
-    numbers_panel(model, text, loaded.facts, num_tokens, _sizes(), head_slot)
+    st.session_state[WHOLE_RUN] = True  # the panel below runs as part of the whole script, not as a fragment
+    numbers_panel(model, text, loaded.facts, num_tokens, _sizes())
+    head_control(head_slot, st.session_state.get(NUM_HEADS, 1))  # into its slot: after the panel counted the heads
 
 
 def _sizes() -> tuple[int, int]:
@@ -84,6 +86,8 @@ def _sizes() -> tuple[int, int]:
     return int(st.session_state.get("max_tokens", 128)), int(st.session_state.get("pad_to", 0))
 
 
+WHOLE_RUN = "_whole_run"  # set by main() for the numbers panel's run inside the whole script
+NUM_HEADS = "_num_heads"  # the heads of the trace the panel last computed: the head slider's range
 CONTROLS_KEY = "lens-controls-"  # each group of the numbers' controls: its fragment's key is this + its name
 PANEL_KEY = "lens-panel"  # the numbers panel's fragment
 
@@ -127,12 +131,13 @@ CONTROL_PANELS = {group: _controls_fragment(group) for group in controls.CONTROL
 
 
 @st.fragment(key=PANEL_KEY)
-def numbers_panel(model: str, text: str, facts, num_tokens: int, sizes: tuple[int, int], head_slot) -> None:
+def numbers_panel(model: str, text: str, facts, num_tokens: int, sizes: tuple[int, int]) -> None:
     """What the controls of the numbers decide (``controls_panel``): the trace, the header, the head slider and
     the view. A change of one of those controls reruns this panel only (their callback): the title, the text and
     model controls, the capture and the controls themselves stay on the page as they are (a whole-script rerun
     cost the browser about 0.15 s more per click at 64 tokens, report section 7). Max tokens and padding decide
     the capture, which main() computes: a change of either reruns the whole script."""
+    whole = st.session_state.pop(WHOLE_RUN, False)
     with prefetch.running(compute.session_id()):
         try:
             if _sizes() != sizes:
@@ -140,15 +145,15 @@ def numbers_panel(model: str, text: str, facts, num_tokens: int, sizes: tuple[in
             # as main() does, for the widgets drawn below (the controls may be drawn already in this run)
             sidebar.keep_state(skip=sidebar.TEXT_AND_MODEL + controls.CONTROL_KEYS)
             view_common.new_page()
-            _numbers_panel(model, text, facts, num_tokens, head_slot)
+            _numbers_panel(model, text, facts, num_tokens, whole)
         except compute.ServerBusy as err:
             st.warning(plain(str(err)), icon=":material/hourglass_top:")
         except Exception as err:  # a fragment rerun is not inside main()'s guard: a message, never a traceback
             _went_wrong(err)
 
 
-def _numbers_panel(model: str, text: str, facts, num_tokens: int, head_slot) -> None:
-    """``head_slot``: the sidebar's slot of the head slider (main() made it)."""
+def _numbers_panel(model: str, text: str, facts, num_tokens: int, whole: bool) -> None:
+    """``whole``: this run is the whole script's (main() called the panel), else the panel's own (a fragment run)."""
     # Everything above the view sits in one container: the view's fragment keeps its place (a nested fragment's
     # identity is its position), however many notices the header shows this time.
     above = st.container()
@@ -166,7 +171,11 @@ def _numbers_panel(model: str, text: str, facts, num_tokens: int, head_slot) -> 
         return
     with above:
         replay_slot = header.render(trace, str(device), settings)
-    head_control(head_slot, trace.core.num_heads)
+    if st.session_state.get(NUM_HEADS) != trace.core.num_heads:  # (the scratch core's heads, or its source)
+        st.session_state[NUM_HEADS] = trace.core.num_heads
+        if not whole:  # the head slider is main()'s: the whole script draws it again, for this many heads
+            st.session_state["_fit_notices"] = fixes  # (what was fitted here is said there)
+            st.rerun()
     del trace  # the fragments below look it up: what they are handed is kept until the next full run ends
     st.session_state["_panel_run"] = st.session_state.get("_panel_run", 0) + 1
     st.session_state["_panel_tokens"] = num_tokens
@@ -267,7 +276,12 @@ def head_control(slot, num_heads: int) -> None:
     """The head slider, alone in a fragment (drawn into the sidebar's slot): its callback reruns only the view
     shown. While the callback's run ends early, the page marks the elements of the fragment that drew the widget
     stale and then fresh again: drawn by the numbers panel, that was every element of the panel, twice a click
-    (a head change at 64 tokens 0.23 -> 0.30 s); here it is the slider alone."""
+    (a head change at 64 tokens 0.23 -> 0.30 s); here it is the slider alone.
+
+    main() draws it, after the numbers panel, not the panel: the panel's own runs (every recompute click) leave it
+    in the page as it is. Drawn by the panel, it was sent again with each of them, and the page re-rendered it and
+    laid itself out in the middle of the update to measure it (about 9 ms of forced layout a click, profiled;
+    report section 7, "twenty-fifth"). A panel run that finds another number of heads reruns the whole script."""
     sidebar.head_slider(slot, num_heads, on_change=_head_changed)
 
 

@@ -374,3 +374,31 @@ def test_a_widget_whose_view_left_the_page_is_let_go(page):
         base64.b64encode(lt.pack(args)).decode(),
     )
     assert count == [before + 3, before]
+
+
+@pytest.mark.browser
+def test_a_rerun_with_the_same_bytes_draws_nothing_and_new_bytes_draw(page):
+    """A rerun that hands the widget the bytes it already shows (the view was drawn again around it) leaves it as it
+    is: no reading of the page's theme or width, no redraw. Other bytes (another head, a release applied) draw."""
+    q, k, v, allowed = _inputs(4)
+    first = lt.payload(_head(_core(q, k, v, allowed, 2.0), allowed), "-inf")
+    first.update(labels=[f"t{i}" for i in range(N)], query=1)
+    other = dict(first, query=2)
+    updates = page.evaluate(
+        """([a, b]) => { const bytes = s => Uint8Array.from(atob(s), c => c.charCodeAt(0));
+             const root = document.body.appendChild(document.createElement('div'));
+             let updates = 0;
+             const widget = LiveTemperature.mount(root, bytes(a), () => {});
+             const plain = widget.update;
+             widget.update = function (...args) { updates++; return plain.apply(this, args); };
+             const seen = [];
+             LiveTemperature.mount(root, bytes(a), () => {}); seen.push(updates);  // same bytes, a new buffer
+             LiveTemperature.mount(root, bytes(b), () => {}); seen.push(updates);  // another query
+             LiveTemperature.mount(root, bytes(b), () => {}); seen.push(updates);
+             LiveTemperature.mount(root, bytes(a), () => {}); seen.push(updates);
+             seen.push(widget.q);
+             root.remove();
+             return seen; }""",
+        [base64.b64encode(lt.pack(first)).decode(), base64.b64encode(lt.pack(other)).decode()],
+    )
+    assert updates == [0, 1, 1, 2, 1], updates

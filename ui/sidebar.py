@@ -161,7 +161,7 @@ def layer_and_head_slots():
 
 
 def head_slider(slot, num_heads: int, on_change=None) -> None:
-    """The head slider, drawn by the numbers panel into ``slot`` (see ``layer_and_head_slots``); ``on_change`` reruns only
+    """The head slider, drawn by main() (app.py ``head_control``) into ``slot`` (see ``layer_and_head_slots``); ``on_change`` reruns only
     the view shown (app.py)."""
     if num_heads > 1:
         slot.slider(
