@@ -16,6 +16,7 @@ from ui import ahead, chart, compute, controls, export, header, loading, prefetc
 from ui.settings import URL_TEXT_CHARS, VIEW_LABELS, VIEWS, from_query_params, to_query_params
 from ui.text import plain
 from ui.views import common as view_common
+from ui.views import derivation
 
 EXPORTABLE = {"derivation": "derivation", "compare": "compare", "heads": "heads,lines,rollout", "query": "query"}
 
@@ -100,11 +101,29 @@ def _control_changed(group: str):
 
     def changed() -> None:
         keys = [PANEL_KEY]
+        if group == "scaling" and _later_steps_alone():
+            # the header and the derivation's steps 4-7 (and its slides button) alone: steps 1-3 cannot change
+            keys = [HEADER_KEY, derivation.LATER_KEY, SLIDES_KEY + "derivation"]
+            # a view kept in the page, hidden, shows the old scaling: its fragment runs and clears it
+            keys += [VIEW_KEY + name for name in st.session_state.get("_views_drawn", {}) if name != "derivation"]
+            st.session_state[SCALING_ALONE] = True
         if controls.CONTROL_GROUPS[group].shape() != st.session_state.get("_controls_shape", {}).get(group):
             keys.insert(0, CONTROLS_KEY + group)  # first: the panel shows what it fitted
         _rerun(keys)
 
     return changed
+
+
+def _later_steps_alone() -> bool:
+    """Whether a change of the scaling may rerun only the header and the derivation's steps 4-7: the derivation
+    is the view shown and is in the page as the last run drew it, and no view is drawn ahead for this page (the
+    askers compare what each view shows with the shown one's, which that run would not redraw)."""
+    view, tokens = chosen_view(), st.session_state.get("_panel_tokens", 0)
+    return (
+        view == "derivation"
+        and st.session_state.get("_views_drawn", {}).get(view) == _look()
+        and not ahead.eligible(view, view, KEPT_VIEWS, tokens)
+    )
 
 
 def _controls_fragment(group: str):
@@ -156,28 +175,16 @@ def _numbers_panel(model: str, text: str, facts, num_tokens: int, whole: bool) -
     """``whole``: this run is the whole script's (main() called the panel), else the panel's own (a fragment run)."""
     # Everything above the view sits in one container: the view's fragment keeps its place (a nested fragment's
     # identity is its position), however many notices the header shows this time.
-    above = st.container()
-    # what the controls fitted before they were drawn in this run, and what is left to fit (a panel alone)
-    fixes = st.session_state.pop("_fit_notices", []) + sidebar.fit_to_model(facts, num_tokens)
-    with above:
-        loading.show_fixes(fixes)
-    settings = replace(sidebar.read_settings(model), text=text)
-    st.query_params.from_dict(to_query_params(settings))
-    try:
-        device = pick_device(settings.device)
-        trace = compute.trace_for(settings.request())
-    except ValueError as err:
-        above.error(plain(str(err), 600), icon=":material/warning:")
+    with st.container():
+        drawn = header_panel(model, text, facts, num_tokens)
+    if drawn is None:  # no trace (a message says why): no view
         return
-    with above:
-        replay_slot = header.render(trace, str(device), settings)
-    if st.session_state.get(NUM_HEADS) != trace.core.num_heads:  # (the scratch core's heads, or its source)
-        st.session_state[NUM_HEADS] = trace.core.num_heads
+    settings, replay_slot, num_heads, fixes = drawn
+    if st.session_state.get(NUM_HEADS) != num_heads:  # (the scratch core's heads, or its source)
+        st.session_state[NUM_HEADS] = num_heads
         if not whole:  # the head slider is main()'s: the whole script draws it again, for this many heads
             st.session_state["_fit_notices"] = fixes  # (what was fitted here is said there)
             st.rerun()
-    del trace  # the fragments below look it up: what they are handed is kept until the next full run ends
-    st.session_state["_panel_run"] = st.session_state.get("_panel_run", 0) + 1
     st.session_state["_panel_tokens"] = num_tokens
     st.session_state["_views_drawn"] = {}  # this run draws the chosen view and clears the others
     view_switch(settings)
@@ -185,6 +192,46 @@ def _numbers_panel(model: str, text: str, facts, num_tokens: int, whole: bool) -
         view_panel(settings)
     if not replay_check(replay_slot, settings.request()):
         st.fragment(run_every=1.0)(replay_poll)(replay_slot, settings.request())
+
+
+HEADER_KEY = "lens-header"  # the header's fragment, inside the numbers panel
+SCALING_ALONE = "_scaling_alone"  # set by the scaling's callback when it reruns the header and steps 4-7 alone
+
+
+@st.fragment(key=HEADER_KEY)
+def header_panel(model: str, text: str, facts, num_tokens: int):
+    """The settings fitted to the model and written to the link, the trace, and the header (what the model and
+    the core are, how far apart). Returns (settings, the all-layers check's slot, the number of heads, what was
+    fitted), or None when there is no trace (its message is shown). Rerun alone, with the derivation's steps 4-7,
+    by a change of the scaling (``_control_changed``): then it also fills the check and marks the views."""
+    try:
+        with prefetch.running(compute.session_id()):  # (re-entrant: the panel's run holds it too)
+            return _header_panel(model, text, facts, num_tokens)
+    except compute.ServerBusy as err:
+        st.warning(plain(str(err)), icon=":material/hourglass_top:")
+    except Exception as err:  # a fragment's own rerun is not inside main()'s guard: a message, never a traceback
+        _went_wrong(err)
+    return None
+
+
+def _header_panel(model: str, text: str, facts, num_tokens: int):
+    # what the controls fitted before they were drawn in this run, and what is left to fit (a panel alone)
+    fixes = st.session_state.pop("_fit_notices", []) + sidebar.fit_to_model(facts, num_tokens)
+    loading.show_fixes(fixes)
+    settings = replace(sidebar.read_settings(model), text=text)
+    st.query_params.from_dict(to_query_params(settings))
+    try:
+        device = pick_device(settings.device)
+        trace = compute.trace_for(settings.request())
+    except ValueError as err:
+        st.error(plain(str(err), 600), icon=":material/warning:")
+        return None
+    replay_slot = header.render(trace, str(device), settings)
+    st.session_state["_panel_run"] = st.session_state.get("_panel_run", 0) + 1
+    if st.session_state.pop(SCALING_ALONE, False):  # the panel does not run: what it would do after the view
+        st.session_state["_views_drawn"] = {"derivation": _look()}  # steps 4-7 are drawn next, in this run
+        replay_check(replay_slot, settings.request())  # (a long input's poll, drawn by the panel, goes on)
+    return settings, replay_slot, trace.core.num_heads, fixes
 
 
 def replay_check(slot, request) -> bool:
@@ -353,19 +400,34 @@ def _view_panel(view: str, settings, shown: bool = True) -> None:
         if shown:
             views.ahead(view, trace, settings)
         if view in EXPORTABLE:
-            export.slides_button(trace, settings, EXPORTABLE[view], suffix=f"_{view}")
+            SLIDES[view](settings.model, settings.text)
     except compute.ServerBusy as err:
         st.warning(plain(str(err)), icon=":material/hourglass_top:")
     except Exception as err:  # a fragment rerun is not inside main()'s guard: same message, never a traceback
         _went_wrong(err)
 
 
-def _went_wrong(err: Exception) -> None:
-    st.error(
-        f"Something went wrong ({type(err).__name__}). Change a control or reload the page. "
-        f"Details: {plain(str(err), 400)}",
-        icon=":material/error:",
-    )
+SLIDES_KEY = "lens-slides-"  # + the view: the fragment of its "export for slides" buttons
+
+
+def _slides_fragment(view: str):
+    def slides(model: str, text: str) -> None:
+        """The view's slides buttons, in a fragment of their own: the scaling's partial run (``_control_changed``)
+        draws them again, for the settings as they are now (their zip is made when clicked, from these)."""
+        try:
+            trace, settings = view_common.current(model, text)
+            export.slides_button(trace, settings, EXPORTABLE[view], suffix=f"_{view}")
+        except compute.ServerBusy as err:
+            st.warning(plain(str(err)), icon=":material/hourglass_top:")
+        except Exception as err:  # a fragment's own rerun is not inside main()'s guard
+            _went_wrong(err)
+
+    slides.__qualname__ = f"slides_{view}"
+    return st.fragment(key=SLIDES_KEY + view)(slides)
+
+
+SLIDES = {view: _slides_fragment(view) for view in EXPORTABLE}
+_went_wrong = view_common.went_wrong
 
 
 try:

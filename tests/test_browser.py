@@ -487,3 +487,33 @@ def _drawn_ahead(browser, url):
     assert page.evaluate(BOXES)["derivation"]["height"] == 0  # the derivation stays, hidden
     no_errors(page)
     page.close()
+
+
+PAGE_NUMBERS = """() => [...document.querySelectorAll('.js-plotly-plot')].filter(g => g.data && g.data[0])
+    .map(g => [g.data[0].name, JSON.stringify(g.data[0].z || null), (g.layout.title || {}).text || ''])
+    .sort((a, b) => (a[0] < b[0] ? -1 : 1))"""
+HEADER_NUMBERS = """() => [...document.querySelectorAll('[data-testid="stMetric"], [data-testid="stAlert"]')]
+    .map(e => e.innerText.replace(/\\s+/g, ' ').trim())"""
+
+
+def test_a_scaling_click_on_the_derivation_shows_what_a_new_page_with_that_scaling_shows(browser, url):
+    """A scaling click reruns only the header and the derivation's steps 4-7 (app.py ``_later_steps_alone``): the
+    page it leaves (every chart's numbers and title, the header's metrics and notices) is the page a link with
+    that scaling opens."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(url)
+    wait_idle(page)
+    before = chart_signature(page)
+    page.locator('[data-testid="stSidebar"]').get_by_text("none (raw QKᵀ)", exact=True).first.click()
+    wait_change(page, before)
+    wait_idle(page)
+    no_errors(page)
+    clicked = page.evaluate(PAGE_NUMBERS), page.evaluate(HEADER_NUMBERS)
+    assert "scaling=none" in page.url
+    fresh = browser.new_page(viewport={"width": 1280, "height": 900})
+    fresh.goto(page.url)
+    wait_idle(fresh)
+    assert (fresh.evaluate(PAGE_NUMBERS), fresh.evaluate(HEADER_NUMBERS)) == clicked
+    assert len(clicked[0]) >= 8 and any("Scaling is off" in text for text in clicked[1]), clicked[1]
+    page.close()
+    fresh.close()

@@ -246,3 +246,55 @@ def test_an_ask_while_another_session_s_run_is_in_progress_is_turned_down_and_th
 
     with app_server(log_dir=tmp_path, env=AHEAD_ON) as server:
         asyncio.run(scenario(server))
+
+
+LATER = {"fig_scaled", "fig_masked", "fig_weights", "fig_output"}  # the derivation's steps 4-7
+EARLIER = {"fig_x", "fig_q", "fig_k", "fig_v", "fig_scores"}  # steps 1-3: a scaling change cannot change them
+
+
+def _figures(run) -> set[str]:
+    return {key.rsplit("-", 1)[-1] for key in run.components if "-fig_" in key}
+
+
+def test_a_scaling_change_on_the_derivation_sends_the_header_and_steps_4_to_7_only(tmp_path):
+    """On the derivation, a change of the scaling reruns the header and steps 4-7 alone (app.py
+    ``_later_steps_alone``): steps 1-3 stay in the page, the header (its check and its notices), steps 4-7 and
+    the slides buttons come again for the new scaling, and the link says it. A view kept in the page, hidden,
+    is cleared by it (it showed the old scaling): a switch to it draws it again. A change of another control
+    (the mask) still reruns the whole panel."""
+
+    async def scenario(server) -> None:
+        client = Client(server.ws_url, query_string(TEXT), 120.0)
+        await client.connect()
+        run, _ = await client.run()
+        assert not run.errors and (LATER | EARLIER) <= _figures(run), _figures(run)
+        scaling = "Divide the scores by"
+        for label in ("none", "sqrt_dk"):
+            run, _, _ = await client.change(scaling, (SCALING_LABELS[label],))
+            assert run is not None and not run.errors and run.finished == "FINISHED_FRAGMENT_RUN_SUCCESSFULLY"
+            assert _figures(run) == LATER, _figures(run)
+            assert run.kinds["metric"] >= 4 and run.kinds["download_button"] >= 1, run.kinds  # header, slides
+            assert "View" not in run.widgets and "Head" not in run.widgets
+            assert _link(run).get("scaling", "sqrt_dk") == label, run.query_string
+        run, _, _ = await client.change(scaling, (SCALING_LABELS["custom"],))  # its temperature slider appears
+        assert run is not None and not run.errors and "Temperature" in run.widgets and _figures(run) == LATER
+        run, _, _ = await client.change("Temperature", "next")
+        assert run is not None and not run.errors and _figures(run) == LATER and _link(run)["scaling"] == "custom"
+
+        async def switch(view: str):
+            run, _, _ = await client.change("View", (VIEW_LABELS[view],))
+            assert run is not None and not run.errors, run and run.errors
+            return run
+
+        assert charts(await switch("heads")) > 0
+        assert charts(await switch("derivation")) == 0  # kept in the page: shown, not sent
+        run, _, _ = await client.change(scaling, (SCALING_LABELS["sqrt_dk"],))
+        assert run is not None and not run.errors and _figures(run) == LATER
+        assert charts(await switch("heads")) > 0  # cleared by the scaling change: drawn again, for it
+        assert charts(await switch("derivation")) == 0  # kept in the page and current (it drew the new scaling)
+        run, _, _ = await client.change("Mask", (MASK_LABELS["causal"],))  # not the scaling: the whole panel
+        assert run is not None and not run.errors and (LATER | EARLIER) <= _figures(run), _figures(run)
+        await client.close()
+
+    with app_server(log_dir=tmp_path) as server:
+        asyncio.run(scenario(server))

@@ -44,6 +44,29 @@ def image_export_problem() -> str | None:
     return NO_BROWSER if _browser_seen[1] is None else None
 
 
+def current(model: str, text: str):
+    """(trace, settings) as the widgets hold them now, for ``model`` and ``text`` (what only a whole run changes):
+    a fragment rerun on its own is handed what its last call was, so the parts of a view that the scaling's
+    controls rerun alone (app.py) look both up here, as the view's own fragment does."""
+    from dataclasses import replace
+
+    from .. import sidebar
+
+    settings = replace(sidebar.read_settings(model), text=text, **sidebar.view_only())
+    return compute.with_head(compute.trace_for(settings.request()), settings.head), settings
+
+
+def went_wrong(err: Exception) -> None:
+    """The page's message for an unexpected error (never a traceback): every fragment's last guard."""
+    from ..text import plain
+
+    st.error(
+        f"Something went wrong ({type(err).__name__}). Change a control or reload the page. "
+        f"Details: {plain(str(err), 400)}",
+        icon=":material/error:",
+    )
+
+
 def zip_button(build: Callable[[str], bytes], *, what: str, file_name: str, key: str, help: str) -> None:
     """A "⬇ Export this <what> for slides" zip, built by ``build(formats)`` only when clicked (about half a
     second per image): PNG and SVG only where a browser exists, else HTML and CSV (said in the help)."""

@@ -8,9 +8,10 @@ from attention_core.readouts import step_readouts
 from attention_core.traces import ModelTrace
 from viz.labels import plain_labels
 
-from .. import compute, display, live_temperature
+from .. import compute, display, live_temperature, prefetch
 from ..settings import Settings
-from .common import figure, lazy_matrices
+from ..text import plain
+from .common import current, figure, lazy_matrices, went_wrong
 
 
 def projection_latex(bias: bool) -> str:
@@ -90,6 +91,9 @@ def _position_bias_step(trace: ModelTrace, settings: Settings, head, data: dict,
     _step(trace, settings, ("biased",), data, drawer=drawer)
 
 
+LATER_KEY = "lens-derivation-later"  # the fragment of steps 4-7 (app.py: the scaling's controls rerun it alone)
+
+
 def render(trace: ModelTrace, settings: Settings) -> None:
     live_temperature.follow_release()
     h = trace.head
@@ -98,8 +102,28 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     r = step_readouts(head)
     st.subheader(f"Layer {trace.layer}, head {h}: attention one step at a time")
     _input_steps(trace, settings, head, data)
-    _score_steps(trace, settings, head, data, r)
-    _output_steps(trace, settings, head, data, r)
+    _dot_product_step(head, settings, trace, data, r)
+    later_steps(settings.model, settings.text)
+
+
+@st.fragment(key=LATER_KEY)
+def later_steps(model: str, text: str) -> None:
+    """Steps 4-7, from the scaling on: all that a change of the scaling (or its temperature) changes. That change
+    reruns this fragment and the header alone (app.py ``_control_changed``): steps 1-3 (X, the projections, QKᵀ)
+    stay in the page as they are, not sent and rendered again (report section 7, "twenty-fifth")."""
+    try:
+        live_temperature.follow_release()  # (its release reruns this fragment, which drew it)
+        with prefetch.running(compute.session_id()):  # (the background builder waits)
+            trace, settings = current(model, text)
+            head = trace.core.head(trace.head)
+            data = lazy_matrices(settings.request(), "derivation", trace.head)
+            r = step_readouts(head)
+            _score_steps(trace, settings, head, data, r)
+            _output_steps(trace, settings, head, data, r)
+    except compute.ServerBusy as err:
+        st.warning(plain(str(err)), icon=":material/hourglass_top:")
+    except Exception as err:  # a fragment's own rerun is not inside the view's guard
+        went_wrong(err)
 
 
 def _opened_above(limit: int, n: int, label: str) -> str | None:
@@ -151,18 +175,22 @@ def _input_steps(trace: ModelTrace, settings: Settings, head, data: dict) -> Non
     )
 
 
-def _score_steps(trace: ModelTrace, settings: Settings, head, data: dict, r: dict) -> None:
-    """Steps 3-5b: dot products, scaling, masking and the position bias when there is one."""
+def _dot_product_step(head, settings: Settings, trace: ModelTrace, data: dict, r: dict) -> None:
+    """Step 3: the raw scores QKᵀ."""
     n, d_k = head.q.shape
-    cells = f"{n} × {n}"
     st.markdown("**3. Dot products**: how well each query matches each key.")
     st.latex(r"e_{ij} = q_i \cdot k_j \qquad S = QK^T \in \mathbb{R}^{n \times n}")
-    _step(trace, settings, ("scores",), data, drawer=_opened_above(LAZY_TOKENS, n, f"Raw scores QKᵀ ({cells})"))
+    _step(trace, settings, ("scores",), data, drawer=_opened_above(LAZY_TOKENS, n, f"Raw scores QKᵀ ({n} × {n})"))
     st.caption(
         f"Variance of the scores: {r['score_var']:.3g} (d_k = {d_k:.0f}; for unit-variance q, k it would be about d_k). "
         f"Largest |score|: {r['score_absmax']:.3g}."
     )
 
+
+def _score_steps(trace: ModelTrace, settings: Settings, head, data: dict, r: dict) -> None:
+    """Steps 4-5b: scaling, masking and the position bias when there is one."""
+    n, d_k = head.q.shape
+    cells = f"{n} × {n}"
     what, formula = scaling_text(settings, r["scale"], d_k)
     st.markdown(f"**4. Scaling**: {what}")
     st.latex(formula)
