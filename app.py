@@ -103,7 +103,7 @@ def _control_changed(group: str):
         keys = [PANEL_KEY]
         if group == "scaling" and _later_steps_alone():
             # the header and the derivation's steps 4-7 (and its slides button) alone: steps 1-3 cannot change
-            keys = [HEADER_KEY, derivation.LATER_KEY, SLIDES_KEY + "derivation"]
+            keys = [HEADER_KEY, derivation.LATER_KEY, export.SLIDES_KEY + "derivation"]
             # a view kept in the page, hidden, shows the old scaling: its fragment runs and clears it
             keys += [VIEW_KEY + name for name in st.session_state.get("_views_drawn", {}) if name != "derivation"]
             st.session_state[SCALING_ALONE] = True
@@ -115,15 +115,11 @@ def _control_changed(group: str):
 
 
 def _later_steps_alone() -> bool:
-    """Whether a change of the scaling may rerun only the header and the derivation's steps 4-7: the derivation
-    is the view shown and is in the page as the last run drew it, and no view is drawn ahead for this page (the
-    askers compare what each view shows with the shown one's, which that run would not redraw)."""
-    view, tokens = chosen_view(), st.session_state.get("_panel_tokens", 0)
-    return (
-        view == "derivation"
-        and st.session_state.get("_views_drawn", {}).get(view) == _look()
-        and not ahead.eligible(view, view, KEPT_VIEWS, tokens)
-    )
+    """Whether a scaling change may rerun only the header and the derivation's steps 4-7: the derivation is shown,
+    as the last run drew it, and no view is drawn ahead for this page (the askers compare what the views show)."""
+    view, drawn = chosen_view(), st.session_state.get("_views_drawn", {})
+    tokens = st.session_state.get("_panel_tokens", 0)
+    return view == "derivation" and drawn.get(view) == _look() and not ahead.eligible(view, view, KEPT_VIEWS, tokens)
 
 
 def _controls_fragment(group: str):
@@ -190,8 +186,8 @@ def _numbers_panel(model: str, text: str, facts, num_tokens: int, whole: bool) -
     view_switch(settings)
     for view_panel in VIEW_PANELS.values():
         view_panel(settings)
-    if not replay_check(replay_slot, settings.request()):
-        st.fragment(run_every=1.0)(replay_poll)(replay_slot, settings.request())
+    if not header.replay_check(replay_slot, settings.request()):
+        st.fragment(run_every=1.0)(header.replay_poll)(replay_slot, settings.request())
 
 
 HEADER_KEY = "lens-header"  # the header's fragment, inside the numbers panel
@@ -230,25 +226,8 @@ def _header_panel(model: str, text: str, facts, num_tokens: int):
     st.session_state["_panel_run"] = st.session_state.get("_panel_run", 0) + 1
     if st.session_state.pop(SCALING_ALONE, False):  # the panel does not run: what it would do after the view
         st.session_state["_views_drawn"] = {"derivation": _look()}  # steps 4-7 are drawn next, in this run
-        replay_check(replay_slot, settings.request())  # (a long input's poll, drawn by the panel, goes on)
+        header.replay_check(replay_slot, settings.request())  # (a long input's poll, drawn by the panel, goes on)
     return settings, replay_slot, trace.core.num_heads, fixes
-
-
-def replay_check(slot, request) -> bool:
-    """Fill the header's all-layers check; True when shown. A long input's check runs in the background
-    (the view is usable meanwhile) and ``replay_poll`` looks for it every second."""
-    summary = compute.replay_if_ready(request)
-    if summary is None:
-        slot.metric("Own core vs model, all layers", "checking…", help="Replaying every layer through the core.")
-        return False
-    header.replay_metric(slot, replace(compute.trace_for(request), replay=summary[0], replay_hidden=summary[1]))
-    return True
-
-
-def replay_poll(slot, request) -> None:
-    """Once the background check is done, one full rerun shows it and ends the polling."""
-    if compute.replay_if_ready(request) is not None:
-        st.rerun()
 
 
 # Views kept in the page, hidden, after a switch away (switching back shows them at once when nothing they show has
@@ -407,26 +386,7 @@ def _view_panel(view: str, settings, shown: bool = True) -> None:
         _went_wrong(err)
 
 
-SLIDES_KEY = "lens-slides-"  # + the view: the fragment of its "export for slides" buttons
-
-
-def _slides_fragment(view: str):
-    def slides(model: str, text: str) -> None:
-        """The view's slides buttons, in a fragment of their own: the scaling's partial run (``_control_changed``)
-        draws them again, for the settings as they are now (their zip is made when clicked, from these)."""
-        try:
-            trace, settings = view_common.current(model, text)
-            export.slides_button(trace, settings, EXPORTABLE[view], suffix=f"_{view}")
-        except compute.ServerBusy as err:
-            st.warning(plain(str(err)), icon=":material/hourglass_top:")
-        except Exception as err:  # a fragment's own rerun is not inside main()'s guard
-            _went_wrong(err)
-
-    slides.__qualname__ = f"slides_{view}"
-    return st.fragment(key=SLIDES_KEY + view)(slides)
-
-
-SLIDES = {view: _slides_fragment(view) for view in EXPORTABLE}
+SLIDES = {view: export.slides_fragment(view, views) for view, views in EXPORTABLE.items()}
 _went_wrong = view_common.went_wrong
 
 

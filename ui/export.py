@@ -15,7 +15,7 @@ from viz.lesson import lesson_html, lesson_problem
 from . import compute, display
 from .settings import Settings
 from .text import plain
-from .views.common import image_export_problem
+from .views.common import current, image_export_problem, went_wrong
 
 # A download button's callable lives until the next script run has ended; one that held the trace
 # kept it alive while a recompute built its replacement (about 160 MB at SmolLM2's 1,024 tokens), so the
@@ -83,3 +83,24 @@ def lesson_button(trace: ModelTrace, settings: Settings, suffix: str = "") -> No
         help="One self-contained page, one slide per step on this sentence (arrow keys to move, n for speaker "
         "notes); print it for a PDF. `python -m viz lesson` writes the PDF too.",
     )
+
+
+SLIDES_KEY = "lens-slides-"  # + the view: the fragment of its "export for slides" buttons
+
+
+def slides_fragment(view: str, views: str):
+    """The fragment of ``view``'s slides buttons (``views``: what its zip holds), drawn after the view by
+    app.py. A fragment of its own: the scaling's partial run (app.py ``_control_changed``) draws it again, for the
+    settings as they are now (the zip is made when clicked, from the settings the buttons were drawn with)."""
+
+    def slides(model: str, text: str) -> None:
+        try:
+            trace, settings = current(model, text)
+            slides_button(trace, settings, views, suffix=f"_{view}")
+        except compute.ServerBusy as err:
+            st.warning(plain(str(err)), icon=":material/hourglass_top:")
+        except Exception as err:  # a fragment's own rerun is not inside the app's guard
+            went_wrong(err)
+
+    slides.__qualname__ = f"slides_{view}"
+    return st.fragment(key=SLIDES_KEY + view)(slides)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import streamlit as st
 
 from attention_core.traces import ModelTrace
 
+from . import compute
 from .settings import Settings
 from .text import plain
 
@@ -57,3 +60,20 @@ def render(trace: ModelTrace, device: str, settings: Settings):
             icon=":material/call_split:",
         )
     return slot
+
+
+def replay_check(slot, request) -> bool:
+    """Fill the header's all-layers check; True when shown. A long input's check runs in the background
+    (the view is usable meanwhile) and ``replay_poll`` looks for it every second."""
+    summary = compute.replay_if_ready(request)
+    if summary is None:
+        slot.metric("Own core vs model, all layers", "checking…", help="Replaying every layer through the core.")
+        return False
+    replay_metric(slot, replace(compute.trace_for(request), replay=summary[0], replay_hidden=summary[1]))
+    return True
+
+
+def replay_poll(slot, request) -> None:
+    """Once the background check is done, one full rerun shows it and ends the polling."""
+    if compute.replay_if_ready(request) is not None:
+        st.rerun()
