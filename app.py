@@ -147,8 +147,8 @@ CONTROL_PANELS = {group: _controls_fragment(group) for group in controls.CONTROL
 
 @st.fragment(key=PANEL_KEY)
 def numbers_panel(model: str, text: str, facts, num_tokens: int, sizes: tuple[int, int]) -> None:
-    """What the controls of the numbers decide (``controls_panel``): the trace, the header, the head slider and
-    the view. A change of one of those controls reruns this panel only (their callback): the title, the text and
+    """What the controls of the numbers decide (``controls_panel``): the trace, the header (``header_panel``) and
+    the view (the head slider is main()'s, ``head_control``). A change of one of those controls reruns this panel only (their callback): the title, the text and
     model controls, the capture and the controls themselves stay on the page as they are (a whole-script rerun
     cost the browser about 0.15 s more per click at 64 tokens, report section 7). Max tokens and padding decide
     the capture, which main() computes: a change of either reruns the whole script."""
