@@ -136,7 +136,7 @@ def _controls_fragment(group: str):
             spec.draw(facts, num_tokens, layer_slot, on_change=_control_changed(group))
             st.session_state.setdefault("_controls_shape", {})[group] = spec.shape()
         except Exception as err:  # a fragment rerun is not inside main()'s guard: a message, never a traceback
-            _went_wrong(err)
+            view_common.went_wrong(err)
 
     controls_panel.__qualname__ = f"controls_panel_{group}"
     return st.fragment(key=CONTROLS_KEY + group)(controls_panel)
@@ -148,23 +148,20 @@ CONTROL_PANELS = {group: _controls_fragment(group) for group in controls.CONTROL
 @st.fragment(key=PANEL_KEY)
 def numbers_panel(model: str, text: str, facts, num_tokens: int, sizes: tuple[int, int]) -> None:
     """What the controls of the numbers decide (``controls_panel``): the trace, the header (``header_panel``) and
-    the view (the head slider is main()'s, ``head_control``). A change of one of those controls reruns this panel only (their callback): the title, the text and
-    model controls, the capture and the controls themselves stay on the page as they are (a whole-script rerun
-    cost the browser about 0.15 s more per click at 64 tokens, report section 7). Max tokens and padding decide
+    the view (the head slider is main()'s, ``head_control``). A change of one of those controls reruns this panel
+    only (their callback): the title, the text and model controls, the capture and the controls themselves stay on
+    the page as they are (a whole-script rerun cost the browser about 0.15 s more per click at 64 tokens, report
+    section 7). Max tokens and padding decide
     the capture, which main() computes: a change of either reruns the whole script."""
     whole = st.session_state.pop(WHOLE_RUN, False)
-    with prefetch.running(compute.session_id()):
-        try:
-            if _sizes() != sizes:
-                st.rerun()  # the capture is main()'s: it must run again with the new sizes
-            # as main() does, for the widgets drawn below (the controls may be drawn already in this run)
-            sidebar.keep_state(skip=sidebar.TEXT_AND_MODEL + controls.CONTROL_KEYS)
-            view_common.new_page()
-            _numbers_panel(model, text, facts, num_tokens, whole)
-        except compute.ServerBusy as err:
-            st.warning(plain(str(err)), icon=":material/hourglass_top:")
-        except Exception as err:  # a fragment rerun is not inside main()'s guard: a message, never a traceback
-            _went_wrong(err)
+    # (a fragment rerun is not inside main()'s guard: a message, never a traceback)
+    with prefetch.running(compute.session_id()), view_common.guarded():
+        if _sizes() != sizes:
+            st.rerun()  # the capture is main()'s: it must run again with the new sizes
+        # as main() does, for the widgets drawn below (the controls may be drawn already in this run)
+        sidebar.keep_state(skip=sidebar.TEXT_AND_MODEL + controls.CONTROL_KEYS)
+        view_common.new_page()
+        _numbers_panel(model, text, facts, num_tokens, whole)
 
 
 def _numbers_panel(model: str, text: str, facts, num_tokens: int, whole: bool) -> None:
@@ -200,14 +197,9 @@ def header_panel(model: str, text: str, facts, num_tokens: int):
     the core are, how far apart). Returns (settings, the all-layers check's slot, the number of heads, what was
     fitted), or None when there is no trace (its message is shown). Rerun alone, with the derivation's steps 4-7,
     by a change of the scaling (``_control_changed``): then it also fills the check and marks the views."""
-    try:
-        with prefetch.running(compute.session_id()):  # (re-entrant: the panel's run holds it too)
-            return _header_panel(model, text, facts, num_tokens)
-    except compute.ServerBusy as err:
-        st.warning(plain(str(err)), icon=":material/hourglass_top:")
-    except Exception as err:  # a fragment's own rerun is not inside main()'s guard: a message, never a traceback
-        _went_wrong(err)
-    return None
+    with view_common.guarded(), prefetch.running(compute.session_id()):  # (re-entrant: the panel holds it too)
+        return _header_panel(model, text, facts, num_tokens)
+    return None  # (an error, said by the guard)
 
 
 def _header_panel(model: str, text: str, facts, num_tokens: int):
@@ -371,7 +363,7 @@ VIEW_PANELS = {name: _view_fragment(name) for name in VIEWS}
 
 def _view_panel(view: str, settings, shown: bool = True) -> None:
     """``shown``: the view chosen (else one drawn ahead, hidden, which queues no figures of other views)."""
-    try:
+    with view_common.guarded():  # a fragment rerun is not inside main()'s guard: same message, never a traceback
         settings = replace(settings, **sidebar.view_only())
         st.query_params.from_dict(to_query_params(settings))
         trace = compute.with_head(compute.trace_for(settings.request()), settings.head)
@@ -380,20 +372,10 @@ def _view_panel(view: str, settings, shown: bool = True) -> None:
             views.ahead(view, trace, settings)
         if view in EXPORTABLE:
             SLIDES[view](settings.model, settings.text)
-    except compute.ServerBusy as err:
-        st.warning(plain(str(err)), icon=":material/hourglass_top:")
-    except Exception as err:  # a fragment rerun is not inside main()'s guard: same message, never a traceback
-        _went_wrong(err)
 
 
 SLIDES = {view: export.slides_fragment(view, views) for view, views in EXPORTABLE.items()}
-_went_wrong = view_common.went_wrong
 
 
-try:
-    with prefetch.running(compute.session_id()):
-        main()
-except compute.ServerBusy as err:
-    st.warning(plain(str(err)), icon=":material/hourglass_top:")
-except Exception as err:  # last line of defence: a message, never a traceback in the page
-    _went_wrong(err)
+with view_common.guarded(), prefetch.running(compute.session_id()):  # last line of defence: never a traceback
+    main()

@@ -15,7 +15,7 @@ from viz.lesson import lesson_html, lesson_problem
 from . import compute, display
 from .settings import Settings
 from .text import plain
-from .views.common import current, image_export_problem, went_wrong
+from .views.common import current, guarded, image_export_problem
 
 # A download button's callable lives until the next script run has ended; one that held the trace
 # kept it alive while a recompute built its replacement (about 160 MB at SmolLM2's 1,024 tokens), so the
@@ -94,13 +94,9 @@ def slides_fragment(view: str, views: str):
     settings as they are now (the zip is made when clicked, from the settings the buttons were drawn with)."""
 
     def slides(model: str, text: str) -> None:
-        try:
+        with guarded():  # a fragment's own rerun is not inside the app's guard
             trace, settings = current(model, text)
             slides_button(trace, settings, views, suffix=f"_{view}")
-        except compute.ServerBusy as err:
-            st.warning(plain(str(err)), icon=":material/hourglass_top:")
-        except Exception as err:  # a fragment's own rerun is not inside the app's guard
-            went_wrong(err)
 
     slides.__qualname__ = f"slides_{view}"
     return st.fragment(key=SLIDES_KEY + view)(slides)

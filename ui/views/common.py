@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import replace
 
 import numpy as np
 import streamlit as st
@@ -18,9 +20,10 @@ from viz.selection import marked
 from viz.theme import apply_theme
 from viz.views import matrices_for_trace
 
-from .. import compute
+from .. import compute, sidebar
 from ..chart import draw
 from ..plotly_spec import plotly_figure
+from ..text import plain
 
 NO_BROWSER = (
     "SVG and slide PNG are drawn on the server by kaleido, which needs a Chromium browser there, and none "
@@ -48,23 +51,29 @@ def current(model: str, text: str):
     """(trace, settings) as the widgets hold them now, for ``model`` and ``text`` (what only a whole run changes):
     a fragment rerun on its own is handed what its last call was, so the parts of a view that the scaling's
     controls rerun alone (app.py) look both up here, as the view's own fragment does."""
-    from dataclasses import replace
-
-    from .. import sidebar
-
     settings = replace(sidebar.read_settings(model), text=text, **sidebar.view_only())
     return compute.with_head(compute.trace_for(settings.request()), settings.head), settings
 
 
 def went_wrong(err: Exception) -> None:
     """The page's message for an unexpected error (never a traceback): every fragment's last guard."""
-    from ..text import plain
-
     st.error(
         f"Something went wrong ({type(err).__name__}). Change a control or reload the page. "
         f"Details: {plain(str(err), 400)}",
         icon=":material/error:",
     )
+
+
+@contextmanager
+def guarded():
+    """A fragment's (or the script's) last guard: a busy server is said as such, anything else by
+    ``went_wrong``; never a traceback. Streamlit's rerun and stop pass through (they are not Exceptions)."""
+    try:
+        yield
+    except compute.ServerBusy as err:
+        st.warning(plain(str(err)), icon=":material/hourglass_top:")
+    except Exception as err:  # noqa: BLE001 - the message names it
+        went_wrong(err)
 
 
 def zip_button(build: Callable[[str], bytes], *, what: str, file_name: str, key: str, help: str) -> None:

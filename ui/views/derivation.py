@@ -10,8 +10,7 @@ from viz.labels import plain_labels
 
 from .. import compute, display, live_temperature, prefetch
 from ..settings import Settings
-from ..text import plain
-from .common import current, figure, lazy_matrices, went_wrong
+from .common import current, figure, guarded, lazy_matrices
 
 
 def projection_latex(bias: bool) -> str:
@@ -102,7 +101,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     r = step_readouts(head)
     st.subheader(f"Layer {trace.layer}, head {h}: attention one step at a time")
     _input_steps(trace, settings, head, data)
-    _dot_product_step(head, settings, trace, data, r)
+    _dot_product_step(trace, settings, head, data, r)
     later_steps(settings.model, settings.text)
 
 
@@ -111,7 +110,7 @@ def later_steps(model: str, text: str) -> None:
     """Steps 4-7, from the scaling on: all that a change of the scaling (or its temperature) changes. That change
     reruns this fragment and the header alone (app.py ``_control_changed``): steps 1-3 (X, the projections, QKᵀ)
     stay in the page as they are, not sent and rendered again (report section 7, "twenty-fifth")."""
-    try:
+    with guarded():  # a fragment's own rerun is not inside the view's guard
         live_temperature.follow_release()  # (its release reruns this fragment, which drew it)
         with prefetch.running(compute.session_id()):  # (the background builder waits)
             trace, settings = current(model, text)
@@ -120,10 +119,6 @@ def later_steps(model: str, text: str) -> None:
             r = step_readouts(head)
             _score_steps(trace, settings, head, data, r)
             _output_steps(trace, settings, head, data, r)
-    except compute.ServerBusy as err:
-        st.warning(plain(str(err)), icon=":material/hourglass_top:")
-    except Exception as err:  # a fragment's own rerun is not inside the view's guard
-        went_wrong(err)
 
 
 def _opened_above(limit: int, n: int, label: str) -> str | None:
@@ -175,7 +170,7 @@ def _input_steps(trace: ModelTrace, settings: Settings, head, data: dict) -> Non
     )
 
 
-def _dot_product_step(head, settings: Settings, trace: ModelTrace, data: dict, r: dict) -> None:
+def _dot_product_step(trace: ModelTrace, settings: Settings, head, data: dict, r: dict) -> None:
     """Step 3: the raw scores QKᵀ."""
     n, d_k = head.q.shape
     st.markdown("**3. Dot products**: how well each query matches each key.")
