@@ -78,6 +78,7 @@ def main() -> None:
         for controls_panel in CONTROL_PANELS.values():
             controls_panel(loaded.facts, num_tokens, layer_slot)
     st.session_state[WHOLE_RUN] = True  # the panel below runs as part of the whole script, not as a fragment
+    st.session_state[CAPTURE_SIZES] = _sizes()
     numbers_panel(model, text, loaded.facts, num_tokens, _sizes())
     head_control(head_slot, st.session_state.get(NUM_HEADS, 1))  # into its slot: after the panel counted the heads
 
@@ -88,6 +89,7 @@ def _sizes() -> tuple[int, int]:
 
 
 WHOLE_RUN = "_whole_run"  # set by main() for the numbers panel's run inside the whole script
+CAPTURE_SIZES = "_capture_sizes"  # the sizes main() computed the capture with (``_sizes()``)
 NUM_HEADS = "_num_heads"  # the heads of the trace the panel last computed: the head slider's range
 CONTROLS_KEY = "lens-controls-"  # each group of the numbers' controls: its fragment's key is this + its name
 PANEL_KEY = "lens-panel"  # the numbers panel's fragment
@@ -101,12 +103,12 @@ def _control_changed(group: str):
 
     def changed() -> None:
         keys = [PANEL_KEY]
-        if group == "scaling" and _later_steps_alone():
+        if group in LATER_GROUPS and _later_steps_alone():
             # the header and the derivation's steps 4-7 (and its slides button) alone: steps 1-3 cannot change
             keys = [HEADER_KEY, derivation.LATER_KEY, export.SLIDES_KEY + "derivation"]
-            # a view kept in the page, hidden, shows the old scaling: its fragment runs and clears it
+            # a view kept in the page, hidden, shows the old numbers: its fragment runs and clears it
             keys += [VIEW_KEY + name for name in st.session_state.get("_views_drawn", {}) if name != "derivation"]
-            st.session_state[SCALING_ALONE] = True
+            st.session_state[LATER_ALONE] = True
         if controls.CONTROL_GROUPS[group].shape() != st.session_state.get("_controls_shape", {}).get(group):
             keys.insert(0, CONTROLS_KEY + group)  # first: the panel shows what it fitted
         _rerun(keys)
@@ -114,12 +116,23 @@ def _control_changed(group: str):
     return changed
 
 
+# The groups whose changes show in the derivation's steps 4-7 only (the scores scaled, masked, their softmax, AV):
+# steps 1-3 (X, the projections, QKᵀ) are made before any of them. The padding, in the masking group, adds tokens.
+LATER_GROUPS = ("scaling", "masking")
+
+
 def _later_steps_alone() -> bool:
-    """Whether a scaling change may rerun only the header and the derivation's steps 4-7: the derivation is shown,
-    as the last run drew it, and no view is drawn ahead for this page (the askers compare what the views show)."""
+    """Whether a change of the scaling or the mask may rerun only the header and the derivation's steps 4-7: the
+    derivation is shown, as the last run drew it, no view is drawn ahead for this page (the askers compare what
+    the views show), and the capture's sizes are still main()'s (the padding adds tokens: the whole script)."""
     view, drawn = chosen_view(), st.session_state.get("_views_drawn", {})
     tokens = st.session_state.get("_panel_tokens", 0)
-    return view == "derivation" and drawn.get(view) == _look() and not ahead.eligible(view, view, KEPT_VIEWS, tokens)
+    return (
+        view == "derivation"
+        and drawn.get(view) == _look()
+        and _sizes() == st.session_state.get(CAPTURE_SIZES)
+        and not ahead.eligible(view, view, KEPT_VIEWS, tokens)
+    )
 
 
 def _controls_fragment(group: str):
@@ -188,7 +201,7 @@ def _numbers_panel(model: str, text: str, facts, num_tokens: int, whole: bool) -
 
 
 HEADER_KEY = "lens-header"  # the header's fragment, inside the numbers panel
-SCALING_ALONE = "_scaling_alone"  # set by the scaling's callback when it reruns the header and steps 4-7 alone
+LATER_ALONE = "_later_alone"  # set by a scaling or mask callback that reruns the header and steps 4-7 alone
 
 
 @st.fragment(key=HEADER_KEY)
@@ -196,7 +209,7 @@ def header_panel(model: str, text: str, facts, num_tokens: int):
     """The settings fitted to the model and written to the link, the trace, and the header (what the model and
     the core are, how far apart). Returns (settings, the all-layers check's slot, the number of heads, what was
     fitted), or None when there is no trace (its message is shown). Rerun alone, with the derivation's steps 4-7,
-    by a change of the scaling (``_control_changed``): then it also fills the check and marks the views."""
+    by a change of the scaling or the mask (``_control_changed``): then it also fills the check and marks the views."""
     with view_common.guarded(), prefetch.running(compute.session_id()):  # (re-entrant: the panel holds it too)
         return _header_panel(model, text, facts, num_tokens)
     return None  # (an error, said by the guard)
@@ -216,7 +229,7 @@ def _header_panel(model: str, text: str, facts, num_tokens: int):
         return None
     replay_slot = header.render(trace, str(device), settings)
     st.session_state["_panel_run"] = st.session_state.get("_panel_run", 0) + 1
-    if st.session_state.pop(SCALING_ALONE, False):  # the panel does not run: what it would do after the view
+    if st.session_state.pop(LATER_ALONE, False):  # the panel does not run: what it would do after the view
         st.session_state["_views_drawn"] = {"derivation": _look()}  # steps 4-7 are drawn next, in this run
         header.replay_check(replay_slot, settings.request())  # (a long input's poll, drawn by the panel, goes on)
     return settings, replay_slot, trace.core.num_heads, fixes

@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.browser import ROOT, streamlit_app
+from ui.controls import MASK_LABELS
 
 pytestmark = pytest.mark.browser
 SHOTS = ROOT / "docs" / "screenshots"
@@ -496,24 +497,36 @@ HEADER_NUMBERS = """() => [...document.querySelectorAll('[data-testid="stMetric"
     .map(e => e.innerText.replace(/\\s+/g, ' ').trim())"""
 
 
-def test_a_scaling_click_on_the_derivation_shows_what_a_new_page_with_that_scaling_shows(browser, url):
-    """A scaling click reruns only the header and the derivation's steps 4-7 (app.py ``_later_steps_alone``): the
-    page it leaves (every chart's numbers and title, the header's metrics and notices) is the page a link with
-    that scaling opens."""
+def test_a_scaling_or_mask_click_on_the_derivation_shows_what_a_new_page_with_it_shows(browser, url):
+    """A scaling, mask or fill click reruns only the header and the derivation's steps 4-7 (app.py
+    ``_later_steps_alone``): the page each leaves (every chart's numbers and title, the header's metrics and
+    notices) is the page its link opens."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(url)
     wait_idle(page)
-    before = chart_signature(page)
-    page.locator('[data-testid="stSidebar"]').get_by_text("none (raw QKᵀ)", exact=True).first.click()
-    wait_change(page, before)
-    wait_idle(page)
-    no_errors(page)
-    clicked = page.evaluate(PAGE_NUMBERS), page.evaluate(HEADER_NUMBERS)
-    assert "scaling=none" in page.url
-    fresh = browser.new_page(viewport={"width": 1280, "height": 900})
-    fresh.goto(page.url)
-    wait_idle(fresh)
-    assert (fresh.evaluate(PAGE_NUMBERS), fresh.evaluate(HEADER_NUMBERS)) == clicked
-    assert len(clicked[0]) >= 8 and any("Scaling is off" in text for text in clicked[1]), clicked[1]
+    sidebar = page.locator('[data-testid="stSidebar"]')
+
+    def scaling() -> None:
+        sidebar.get_by_text("none (raw QKᵀ)", exact=True).first.click()
+
+    def mask() -> None:
+        page.get_by_role("combobox", name="Mask").first.click()
+        page.get_by_role("option", name=MASK_LABELS["causal"]).click()
+
+    def fill() -> None:
+        sidebar.get_by_text("-1e9", exact=True).first.click()
+
+    for click, said in ((scaling, "scaling=none"), (mask, "mask=causal"), (fill, "fill=-1e9")):
+        click()  # (the fill leaves the weights as they are here: no row has every key blocked)
+        page.wait_for_function("said => location.href.includes(said)", arg=said, timeout=60000)
+        wait_idle(page)  # (the link is written in the run, before its charts: the run is under way)
+        no_errors(page)
+        clicked = page.evaluate(PAGE_NUMBERS), page.evaluate(HEADER_NUMBERS)
+        assert said in page.url, page.url
+        fresh = browser.new_page(viewport={"width": 1280, "height": 900})
+        fresh.goto(page.url)
+        wait_idle(fresh)
+        assert (fresh.evaluate(PAGE_NUMBERS), fresh.evaluate(HEADER_NUMBERS)) == clicked, said
+        assert len(clicked[0]) >= 8 and any("Scaling is off" in text for text in clicked[1]), clicked[1]
+        fresh.close()
     page.close()
-    fresh.close()

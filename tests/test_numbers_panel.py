@@ -249,19 +249,19 @@ def test_an_ask_while_another_session_s_run_is_in_progress_is_turned_down_and_th
 
 
 LATER = {"fig_scaled", "fig_masked", "fig_weights", "fig_output"}  # the derivation's steps 4-7
-EARLIER = {"fig_x", "fig_q", "fig_k", "fig_v", "fig_scores"}  # steps 1-3: a scaling change cannot change them
+EARLIER = {"fig_x", "fig_q", "fig_k", "fig_v", "fig_scores"}  # steps 1-3: a scaling or mask change cannot change them
 
 
 def _figures(run) -> set[str]:
     return {key.rsplit("-", 1)[-1] for key in run.components if "-fig_" in key}
 
 
-def test_a_scaling_change_on_the_derivation_sends_the_header_and_steps_4_to_7_only(tmp_path):
-    """On the derivation, a change of the scaling reruns the header and steps 4-7 alone (app.py
-    ``_later_steps_alone``): steps 1-3 stay in the page, the header (its check and its notices), steps 4-7 and
-    the slides buttons come again for the new scaling, and the link says it. A view kept in the page, hidden,
-    is cleared by it (it showed the old scaling): a switch to it draws it again. A change of another control
-    (the mask) still reruns the whole panel."""
+def test_a_scaling_or_mask_change_on_the_derivation_sends_the_header_and_steps_4_to_7_only(tmp_path):
+    """On the derivation, a change of the scaling, the mask (its window) or the fill reruns the header and steps
+    4-7 alone (app.py ``_later_steps_alone``): steps 1-3 stay in the page, the header (its check and its notices),
+    steps 4-7 and the slides buttons come again for the new numbers, and the link says it. A view kept in the
+    page, hidden, is cleared by it (it showed the old numbers): a switch to it draws it again. The padding (in the
+    mask's group) still reruns the whole script, the encoding the whole panel."""
 
     async def scenario(server) -> None:
         client = Client(server.ws_url, query_string(TEXT), 120.0)
@@ -292,8 +292,30 @@ def test_a_scaling_change_on_the_derivation_sends_the_header_and_steps_4_to_7_on
         assert run is not None and not run.errors and _figures(run) == LATER
         assert charts(await switch("heads")) > 0  # cleared by the scaling change: drawn again, for it
         assert charts(await switch("derivation")) == 0  # kept in the page and current (it drew the new scaling)
-        run, _, _ = await client.change("Mask", (MASK_LABELS["causal"],))  # not the scaling: the whole panel
-        assert run is not None and not run.errors and (LATER | EARLIER) <= _figures(run), _figures(run)
+
+        # the mask, its own sizes and the fill: steps 4-7 too (the mask's group drawn again when its shape changes)
+        run, _, _ = await client.change("Mask", (MASK_LABELS["causal"],))
+        assert run is not None and not run.errors and _figures(run) == LATER, _figures(run)
+        assert "View" not in run.widgets and _link(run)["mask"] == "causal", run.query_string
+        run, _, _ = await client.change("Mask", (MASK_LABELS["sliding_window"],))  # its window's own controls
+        assert run is not None and not run.errors and _figures(run) == LATER and "Window width" in run.widgets
+        run, _, width = await client.change("Window width", "next")
+        assert run is not None and not run.errors and _figures(run) == LATER and "Window width" not in run.widgets
+        assert _link(run)["window"] == str(int(width[0] if isinstance(width, list) else width)), run.query_string
+        run, _, fill = await client.change("Fill for blocked scores", "next")
+        assert run is not None and not run.errors and _figures(run) == LATER
+        assert _link(run).get("fill") == (fill[0] if isinstance(fill, list) else fill), run.query_string
+        assert charts(await switch("heads")) > 0  # cleared by the mask change: drawn again, for it
+        assert charts(await switch("derivation")) == 0
+
+        # not these: the padding adds tokens (the whole script), the encoding changes X on (the whole panel)
+        pad = client.widgets["Pad input to (tokens, 0 = off)"]
+        run, _ = await client.run([widget_state(pad, 16.0)], pad.fragment_id)
+        assert not run.errors and run.finished == "FINISHED_SUCCESSFULLY" and "Text" in run.widgets, run.finished
+        assert (LATER | EARLIER) <= _figures(run) and _link(run)["pad_to"] == "16", run.query_string
+        run, _, _ = await client.change("Positional encoding (own core)", "next")
+        assert run is not None and not run.errors and run.finished == "FINISHED_FRAGMENT_RUN_SUCCESSFULLY"
+        assert (LATER | EARLIER) <= _figures(run), _figures(run)
         await client.close()
 
     with app_server(log_dir=tmp_path) as server:

@@ -90,7 +90,9 @@ def _position_bias_step(trace: ModelTrace, settings: Settings, head, data: dict,
     _step(trace, settings, ("biased",), data, drawer=drawer)
 
 
-LATER_KEY = "lens-derivation-later"  # the fragment of steps 4-7 (app.py: the scaling's controls rerun it alone)
+LATER_KEY = (
+    "lens-derivation-later"  # the fragment of steps 4-7 (app.py: the scaling's and mask's controls rerun it alone)
+)
 
 
 def render(trace: ModelTrace, settings: Settings) -> None:
@@ -107,9 +109,10 @@ def render(trace: ModelTrace, settings: Settings) -> None:
 
 @st.fragment(key=LATER_KEY)
 def later_steps(model: str, text: str) -> None:
-    """Steps 4-7, from the scaling on: all that a change of the scaling (or its temperature) changes. That change
-    reruns this fragment and the header alone (app.py ``_control_changed``): steps 1-3 (X, the projections, QKᵀ)
-    stay in the page as they are, not sent and rendered again (report section 7, "twenty-fifth")."""
+    """Steps 4-7, from the scaling on: all that a change of the scaling (its temperature), the mask (its own sizes)
+    or the fill changes. Such a change reruns this fragment and the header alone (app.py ``_control_changed``):
+    steps 1-3 (X, the projections, QKᵀ) stay in the page as they are, not sent and rendered again (report section
+    7, "twenty-fifth" and "twenty-sixth")."""
     with guarded():  # a fragment's own rerun is not inside the view's guard
         live_temperature.follow_release()  # (its release reruns this fragment, which drew it)
         with prefetch.running(compute.session_id()):  # (the background builder waits)
