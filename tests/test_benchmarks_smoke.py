@@ -203,6 +203,17 @@ def test_interactivity_pure_parts():
         {"models": {"minilm": {"rows": []}}, "load": {}}, {"models": {"smollm2": {"rows": []}}, "env": {}}
     )
     assert set(merged["models"]) == {"minilm", "smollm2"}
+    opens = [
+        {"first_chart_s": t, "settled_s": t + 0.5, "plots": 1, "errors": e, "tokens": "512"}
+        for t, e in ((3.0, 0), (2.0, 1), (2.5, 0))
+    ]
+    summary = it.open_summary(opens)
+    assert summary["first_chart_s"] == 2.5 and summary["settled_s"] == 3.0 and summary["errors"] == 1
+    assert summary["first_chart_samples_s"] == [3.0, 2.0, 2.5] and summary["tokens"] == "512"
+    row = {"n": 512, "open": summary, "summary": it.summarize_row({"clicks": {}})}  # no clicks measured
+    data = {"models": {"minilm": {"rows": [row]}}, "load": {}}
+    (target,) = it.targets(data)
+    assert target.name == "minilm n=512: open a link to first chart (median of 3)" and target.met
 
 
 def test_page_trace_sums_a_js_profile_s_self_time_by_function_and_by_file():
