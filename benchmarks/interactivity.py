@@ -497,18 +497,11 @@ def measure_page(
 ) -> dict:
     """Open ``repeats`` links at n tokens (the last page stays) and run every action ``repeats`` times on it;
     returns the row's numbers. ``server_pid``: wait for a quiet server before each open."""
-    from .open_link import open_link, wait_quiet  # (open_link imports this module)
+    from .open_link import open_fresh, wait_quiet  # (open_link imports this module)
 
     mark = time.monotonic()
-    opens = []
-    for i in range(1, repeats):  # texts of their own, each page closed: the last open below is the clicks' page
-        if server_pid is not None:
-            wait_quiet(server_pid)
-        extra = Page(browser, timeout_s)
-        try:
-            opens.append(extra.open(open_link(base, model, n, i)))
-        finally:
-            extra.page.close()
+    # texts of their own, each page closed: the last open, below, is the page the changes are made on
+    opens = [open_fresh(browser, base, model, n, i, server_pid, timeout_s) for i in range(1, repeats)]
     if server_pid is not None:
         wait_quiet(server_pid)
     page = Page(browser, timeout_s)

@@ -61,6 +61,18 @@ def wait_quiet(pid: int, idle_cores: float = 0.05, window_s: float = 0.5, timeou
     return time.monotonic() - started
 
 
+def open_fresh(browser, base: str, model: str, tokens: int, variant: int, server_pid, timeout_s: float) -> dict:
+    """One open of a text of its own (``open_link``) in a fresh page, closed after, once the server is quiet
+    (``server_pid`` None: at once): the page's numbers (``Page.open``) and the seconds waited."""
+    quiet_s = wait_quiet(server_pid) if server_pid is not None else 0.0
+    page = Page(browser, timeout_s)
+    try:
+        opened = page.open(open_link(base, model, tokens, variant))
+    finally:
+        page.page.close()
+    return {**opened, "server_quiet_after_s": quiet_s}
+
+
 def run(app_dir, model: str, tokens: int, opens: int, env: dict, timeout_s: float = 180.0) -> dict:
     from playwright.sync_api import sync_playwright
 
@@ -76,13 +88,8 @@ def run(app_dir, model: str, tokens: int, opens: int, env: dict, timeout_s: floa
             warm.open(link(server.url, model, 16).replace("max_tokens=16", "max_tokens=12"))
             warm.page.close()
             for i in range(opens):
-                quiet_s = wait_quiet(server.proc.pid)
-                page = Page(browser, timeout_s)
-                try:
-                    opened = page.open(open_link(server.url, model, tokens, i))
-                finally:
-                    page.page.close()
-                samples.append({**opened, "server_quiet_after_s": quiet_s})
+                opened = open_fresh(browser, server.url, model, tokens, i, server.proc.pid, timeout_s)
+                samples.append(opened)
                 print(
                     f"  open {i + 1}: first chart {opened['first_chart_s']:.2f} s, settled {opened['settled_s']:.2f} s,"
                     f" {opened['plots']} charts, tokens {opened['tokens']}",
