@@ -62,7 +62,7 @@ def main() -> None:
         return
     text, fixes = loading.fit_resources(loaded, text)
     try:
-        cap = compute.capture(model, text, *_sizes())
+        cap = compute.first_look(model, text, *_sizes(), st.session_state.get("layer", 0))  # (its tokens)
     except ValueError as err:
         with said:
             loading.show_fixes(fixes)
@@ -223,7 +223,7 @@ def _header_panel(model: str, text: str, facts, num_tokens: int):
     st.query_params.from_dict(to_query_params(settings))
     try:
         device = pick_device(settings.device)
-        trace = compute.trace_for(settings.request())
+        trace = compute.trace_for(settings.request(), view=chosen_view())
     except ValueError as err:
         st.error(plain(str(err), 600), icon=":material/warning:")
         return None
@@ -379,9 +379,9 @@ def _view_panel(view: str, settings, shown: bool = True) -> None:
     with view_common.guarded():  # a fragment rerun is not inside main()'s guard: same message, never a traceback
         settings = replace(settings, **sidebar.view_only())
         st.query_params.from_dict(to_query_params(settings))
-        trace = compute.with_head(compute.trace_for(settings.request()), settings.head)
+        trace = compute.with_head(compute.trace_for(settings.request(), view=view), settings.head)
         views.render(view, trace, settings)
-        if shown:
+        if shown and trace.complete:  # (a first look has one layer: the other views wait for the whole capture)
             views.ahead(view, trace, settings)
         if view in EXPORTABLE:
             SLIDES[view](settings.model, settings.text)

@@ -39,10 +39,16 @@ def load(request: TraceRequest, *, models_dir=None, progress=None, allow_local: 
     return load_model(request.model, device="cpu", models_dir=models_dir, progress=progress, allow_local=allow_local)
 
 
-def capture_text(loaded: LoadedModel, request: TraceRequest) -> Capture:
-    """Tokenise the text (cap, optional padding) and run the model once with hooks (cache it)."""
+def capture_text(loaded: LoadedModel, request: TraceRequest, upto: int | None = None) -> Capture:
+    """Tokenise the text (cap, optional padding) and run the model once with hooks (cache it). ``upto``: layers
+    0..upto only, the pass stopped there (a first look at one layer; ``Capture.complete`` False)."""
+    return capture(loaded, request_tokens(loaded, request), upto=upto)
+
+
+def request_tokens(loaded: LoadedModel, request: TraceRequest) -> Tokens:
+    """The positions a request's capture holds: its text tokenised (cap, optional padding)."""
     tokens = tokenize(loaded, request.text, max_tokens=request.max_tokens)
-    return capture(loaded, pad_tokens(loaded, tokens, request.pad_to))
+    return pad_tokens(loaded, tokens, request.pad_to)
 
 
 def pad_tokens(loaded: LoadedModel, tokens: Tokens, pad_to: int) -> Tokens:
@@ -310,7 +316,8 @@ def build_trace(
         offsets=tuple(tuple(o) for o in cap.tokens.offsets),
         core=core,
         model=model,
-        model_attentions=cap.weights_by_layer,  # never copied: a view, or the packed causal store
+        # never copied: a view, or the packed causal store; None from a first look (not every layer captured)
+        model_attentions=cap.weights_by_layer if cap.complete else None,
         replay=replay_captured,
         replay_hidden=replay_hidden,
         core_vs_model=None
@@ -323,6 +330,7 @@ def build_trace(
         head=head,
         notices=tuple(notices),
         departures=tuple(departures(request, facts)),
+        complete=cap.complete,
     )
 
 

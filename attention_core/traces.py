@@ -153,3 +153,5 @@ class ModelTrace:
     departures: tuple[str, ...] = field(default=())  # where the core's settings differ from the model
     replay_hidden: tuple[ReplayDiff, ...] = field(default=())  # per layer, core from X and W^Q/W^K/W^V
     core_vs_model: float | None = None  # max |core - model| weights over the chosen layer's heads
+    # False: built from a first look at the layers up to this one (model_attentions None until every layer is)
+    complete: bool = True

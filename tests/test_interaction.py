@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from attention_core import pipeline
 from attention_core.request import TraceRequest
-from ui import compute
+from ui import all_layers, compute
 from ui.settings import VIEW_ONLY, VIEWS
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -157,12 +157,53 @@ def test_a_long_replay_check_runs_in_the_background_and_then_is_kept(monkeypatch
     compute.store().clear()
     monkeypatch.setattr(compute, "SYNC_REPLAY_CELLS", 0)  # treat this text as long
     request = TraceRequest(text=TEXT + " And once more, in the background.")
-    assert compute.replay_if_ready(request) is None  # started, not waited for
+    assert all_layers.replay_if_ready(request) is None  # started, not waited for
     deadline = time.time() + 60
-    while (summary := compute.replay_if_ready(request)) is None and time.time() < deadline:
+    while (summary := all_layers.replay_if_ready(request)) is None and time.time() < deadline:
         time.sleep(0.05)
     captured, hidden = summary
     assert len(captured) == 6 and len(hidden) == 6
     assert all(r.weights < 1e-5 and r.output < 1e-5 for r in (*captured, *hidden))
     cap = compute.capture(request.model, request.text, request.max_tokens, request.pad_to)
-    assert compute.replay_if_ready(request) is cap.memo["replay_summary"]  # computed once, then kept
+    assert all_layers.replay_if_ready(request) is cap.memo["replay_summary"]  # computed once, then kept
+
+
+def test_a_long_text_opens_on_a_first_look_and_the_check_captures_the_rest(monkeypatch):
+    """The derivation of a long input is drawn from the model run up to the chosen layer only; its numbers are the
+    whole capture's; the all-layers check's job captures the other layers, and then the first look is let go."""
+    import time
+
+    compute.store().clear()
+    monkeypatch.setattr(compute, "SYNC_REPLAY_CELLS", 0)  # treat this text as long
+    request = TraceRequest(text=TEXT + " A first look, then the rest.", layer=2, head=3)
+    ident = (request.model, request.text, request.max_tokens, request.pad_to)
+    first = compute.trace_for(request, view="derivation")
+    assert (first.complete, first.model_attentions, first.layer, first.head) == (False, None, 2, 3)
+    assert compute.store().peek(("capture", *ident)) is None  # the other layers were not computed
+    assert compute.first_look(*ident, 2).num_layers == 3
+    assert compute.trace_for(request, view="derivation").core is first.core  # kept: no second pass
+    assert all_layers.replay_if_ready(request) is None  # the job captures the rest, then checks
+    deadline = time.time() + 60
+    while (summary := all_layers.replay_if_ready(request)) is None and time.time() < deadline:
+        time.sleep(0.05)
+    assert summary is not None and len(summary[0]) == 6
+    whole = compute.store().peek(("capture", *ident))
+    assert whole is not None and whole.complete and whole.num_layers == 6
+    assert compute.store().peek(("first-capture", *ident, 2)) is None  # let go
+    full = compute.trace_for(request, view="derivation")
+    assert full.complete and full.model_attentions is not None
+    for name in ("x", "q", "k", "v", "scores", "scaled", "masked", "weights", "output"):
+        assert np.array_equal(np.asarray(getattr(first.core, name)), np.asarray(getattr(full.core, name))), name
+    assert np.array_equal(np.asarray(first.model.weights), np.asarray(full.model.weights))
+    assert first.core_vs_model == full.core_vs_model
+
+
+def test_a_short_text_and_the_last_layer_get_the_whole_capture(monkeypatch):
+    compute.store().clear()
+    short = TraceRequest(text=TEXT, layer=0)  # short: the check runs in the script, on the whole capture
+    assert compute.trace_for(short, view="derivation").complete
+    monkeypatch.setattr(compute, "SYNC_REPLAY_CELLS", 0)
+    last = TraceRequest(text=TEXT + " The last layer.", layer=5)
+    assert compute.trace_for(last, view="derivation").complete  # a first look would be the whole pass
+    other = TraceRequest(text=TEXT + " Another view.", layer=0)
+    assert compute.trace_for(other, view="heads").complete  # a view of every layer never gets a first look

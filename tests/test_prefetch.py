@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from ui import compute, prefetch
+from ui import all_layers, compute, prefetch
 from ui.store import Store
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -252,7 +252,7 @@ def test_the_all_layers_check_in_the_background_starts_once_the_server_is_quiet(
     started = []
     monkeypatch.setattr(compute.pipeline, "replay_summary", lambda cap: started.append(time.monotonic()))
     with prefetch.running():  # the page's run (and the browser drawing it)
-        job = compute._REPLAY_POOL.submit(compute._replay_job, object(), ("a key",))
+        job = all_layers._REPLAY_POOL.submit(all_layers._replay_job, object(), ("a key",))
         time.sleep(0.3)
         assert not started
     ended = time.monotonic()
@@ -264,8 +264,8 @@ def test_an_all_layers_check_asked_for_long_ago_does_not_wait_for_a_quiet_server
     started = []
     monkeypatch.setattr(compute.pipeline, "replay_summary", lambda cap: started.append(time.monotonic()))
     with prefetch.running():  # never quiet while this lasts
-        asked = time.monotonic() - compute.REPLAY_WAIT_S  # queued behind other checks for all of its time
-        compute._REPLAY_POOL.submit(compute._replay_job, object(), ("another key",), asked).result(timeout=5)
+        asked = time.monotonic() - all_layers.REPLAY_WAIT_S  # queued behind other checks for all of its time
+        all_layers._REPLAY_POOL.submit(all_layers._replay_job, object(), ("another key",), asked).result(timeout=5)
         assert started  # ran within the run: its time to wait was spent
 
 

@@ -231,3 +231,29 @@ def test_concurrent_captures_do_not_mix(tmp_path):
         together = list(pool.map(lambda t: capture(loaded, tokenize(loaded, t)).attentions, texts))
     for a, b in zip(alone, together, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_first_look_is_the_whole_pass_up_to_its_layer(tiny):
+    """``capture(..., upto=0)``: layer 0 exactly as the whole pass records it (weights, q, k, v, X, outputs, mask,
+    rotary), marked partial, and the pass stopped there (the next layer's attention never ran)."""
+    kind, loaded, tokens, whole = tiny
+    assert whole.complete and whole.num_layers == loaded.facts.num_layers >= 2
+    later = []
+    handle = loaded.sites[1].attention.register_forward_hook(lambda *args: later.append(1))
+    try:
+        first = capture(loaded, tokens, upto=0)
+    finally:
+        handle.remove()
+    assert not later, f"{kind}: the pass ran past layer 0"
+    assert (first.complete, first.num_layers) == (False, 1)
+    a, b = first.layers[0], whole.layers[0]
+    assert torch.equal(a.attentions, b.attentions)
+    for name in ("hidden_in", "q", "k", "v", "attn_output", "mask"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None and y is None) or torch.equal(x, y), f"{kind}: {name} differs"
+    assert (a.rotary is None) == (b.rotary is None)
+    if a.rotary is not None:
+        assert all(torch.equal(x, y) for x, y in zip(a.rotary, b.rotary, strict=True))
+    assert (a.scale, a.qk_norm) == (b.scale, b.qk_norm)
+    # the last layer asked for is the whole capture: nothing is cut
+    assert capture(loaded, tokens, upto=loaded.facts.num_layers - 1).complete

@@ -244,3 +244,13 @@ def test_the_kept_total_and_each_kinds_newest_follow_every_change():
         assert store.nbytes == sum(n for _, n in entries.values())
         for kind_seen in {_kind(k) for k in entries}:
             assert store._newest_of(kind_seen) == [k for k in entries if _kind(k) == kind_seen][-1]
+
+
+def test_discard_drops_an_entry_and_its_bytes_and_forgets_its_users():
+    store = Store(1000)
+    store.get(("first-capture", 1), lambda: "a", lambda v: 100, owner="s1")
+    store.get(("capture", 1), lambda: "b", lambda v: 300, owner="s1")
+    assert store.discard(("first-capture", 1)) is True
+    assert store.peek(("first-capture", 1)) is None and store.nbytes == 300 and len(store) == 1
+    assert store.discard(("first-capture", 1)) is False  # already gone
+    assert store.release({"s1"}) == 300  # only the entry still held was the session's

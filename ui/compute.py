@@ -20,8 +20,6 @@ from __future__ import annotations
 import math
 import os
 import threading
-import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import astuple, replace
 
 import numpy as np
@@ -33,7 +31,7 @@ from viz.summaries import overview_by_head as overview_by_head  # re-exported: t
 from viz.summaries import overviews_by_head
 from viz.summaries import rollout_streamed as rollout_streamed
 
-from . import plotly_spec, prefetch
+from . import first_looks, plotly_spec, prefetch
 from .policy import ServerBusy as ServerBusy  # app.py catches it as compute.ServerBusy
 from .policy import env_number, heavy
 from .sizes import capture_bytes, trace_bytes
@@ -141,14 +139,74 @@ def float64_model(name: str):
 
 def capture(name: str, text: str, max_tokens: int, pad_to: int):
     """The model run once on this text with hooks: shared by every session asking for the same input."""
+    return whole_capture(store(), load_model, name, text, max_tokens, pad_to)
+
+
+def whole_capture(held, loader, name: str, text: str, max_tokens: int, pad_to: int, owner=None):
+    """``capture`` through ``held`` (a store, or a session's view of it) with ``loader`` (the cached model
+    loader, or, on the check's thread, the model the script looked up); then the first looks go."""
 
     def run():
-        loaded = load_model(name)
+        loaded = loader(name)
         with heavy():
             request = TraceRequest(model=name, text=text, max_tokens=max_tokens, pad_to=pad_to)
             return pipeline.capture_text(loaded, request)
 
-    return store().get(("capture", name, text, max_tokens, pad_to), run, capture_bytes)
+    key = _capture_key(name, text, max_tokens, pad_to)
+    cap = held.get(key, run, capture_bytes) if owner is None else held.get(key, run, capture_bytes, owner)
+    first_looks.forget(held, key[1:])
+    return cap
+
+
+# Views that show one layer only (the derivation: X, Q, K, V and every step of the chosen layer and head): opening a
+# long text there draws from a first look, the model run up to that layer (``first_look``), and the rest of the
+# layers are captured after the page's first chart, in the background, with the all-layers check (``replay_if_ready``).
+ONE_LAYER_VIEWS = frozenset({"derivation"})
+
+
+def _capture_key(name: str, text: str, max_tokens: int, pad_to: int) -> tuple:
+    return ("capture", name, text, max_tokens, pad_to)
+
+
+def _first_key(name: str, text: str, max_tokens: int, pad_to: int, layer: int) -> tuple:
+    return ("first-capture", name, text, max_tokens, pad_to, layer)
+
+
+def replays_in_script(layers: int, heads: int, length: int) -> bool:
+    """Whether the all-layers check of an input this size runs in the script (quick), not in the background."""
+    return layers * heads * length**2 <= SYNC_REPLAY_CELLS
+
+
+def first_look(name: str, text: str, max_tokens: int, pad_to: int, layer: int):
+    """The capture to draw one layer from: the whole capture when it is held or when the input is short (its
+    all-layers check runs in the script anyway); else the model run up to ``layer`` only and stopped there
+    (``Capture.complete`` False): at 512 tokens that is MiniLM's layer 0 in a sixth of the pass, SmolLM2's in a
+    thirtieth (report section 7, "twenty-eighth"). Those layers are the whole pass's, bit for bit."""
+    held = store().peek(_capture_key(name, text, max_tokens, pad_to))
+    if held is not None:
+        return held
+    loaded = load_model(name)
+    layer = min(max(int(layer), 0), loaded.facts.num_layers - 1)
+    if not loaded.sites or layer >= len(loaded.sites) - 1:
+        return capture(name, text, max_tokens, pad_to)
+    key = _first_key(name, text, max_tokens, pad_to, layer)
+    if (looked := store().peek(key)) is not None:
+        return looked
+    request = TraceRequest(model=name, text=text, max_tokens=max_tokens, pad_to=pad_to)
+    length = pipeline.request_tokens(loaded, request).ids.shape[1]
+    if replays_in_script(loaded.facts.num_layers, loaded.facts.num_heads, length):
+        return capture(name, text, max_tokens, pad_to)
+
+    def run():
+        with heavy():
+            return pipeline.capture_text(loaded, request, upto=layer)
+
+    first_looks.remember(key[1:5], key)
+    looked = store().get(key, run, capture_bytes)
+    if looked.complete:  # the model's modules hid their weights from the hooks: it made the whole pass, kept as such
+        looked = store().get(_capture_key(name, text, max_tokens, pad_to), lambda: looked, capture_bytes)
+        first_looks.forget(store(), key[1:5])
+    return looked
 
 
 def numbers_key(request: TraceRequest) -> tuple:
@@ -156,13 +214,19 @@ def numbers_key(request: TraceRequest) -> tuple:
     return astuple(replace(request, head=0))
 
 
-def trace_for(request: TraceRequest, notices=()):
+def trace_for(request: TraceRequest, notices=(), *, view: str | None = None):
     """The trace for ``request``: built once per numbers key, then only its ``head`` is set (no copy).
 
     The request goes through ``validate`` first, as on the command line (``pipeline.run_trace``): what it
-    fixes joins ``notices``."""
+    fixes joins ``notices``. ``view``: the view it is drawn for; one of ``ONE_LAYER_VIEWS`` may get a trace made
+    from a first look (``first_look``; ``complete`` False, no ``model_attentions``) while the whole capture of a
+    long input is not yet held."""
     request, fixed = validate(request)
     notices = (*notices, *fixed)
+    if view in ONE_LAYER_VIEWS:
+        cap = first_look(request.model, request.text, request.max_tokens, request.pad_to, request.layer)
+        if not cap.complete:
+            return with_head(_first_trace(request, tuple(notices), cap), request.head)
 
     def build():
         loaded = load_model(request.model)
@@ -172,6 +236,20 @@ def trace_for(request: TraceRequest, notices=()):
 
     trace = store().get(("trace", numbers_key(request), tuple(notices)), build, trace_bytes)
     return with_head(trace, request.head)
+
+
+def _first_trace(request: TraceRequest, notices: tuple, cap):
+    """The trace of a first look's capture (the chosen layer exactly as the whole one's), kept until the whole
+    capture is held."""
+
+    def build():
+        loaded = load_model(request.model)
+        with heavy():
+            return pipeline.build_trace(replace(request, head=0), loaded.facts, cap, notices, with_replay=False)
+
+    key = ("first-trace", numbers_key(request), notices)
+    first_looks.remember((request.model, request.text, request.max_tokens, request.pad_to), key)
+    return store().get(key, build, trace_bytes)
 
 
 def replay_for(request: TraceRequest):
@@ -184,46 +262,6 @@ def replay_for(request: TraceRequest):
 SYNC_REPLAY_CELLS = (
     6 * 12 * 128**2
 )  # replay every layer in the script up to MiniLM at 128 tokens; above, in the background
-_REPLAY_POOL = ThreadPoolExecutor(max_workers=1, thread_name_prefix="attention-lens-replay")
-_REPLAY_RUNNING: set[tuple] = set()
-_REPLAY_LOCK = threading.Lock()
-
-
-def replay_if_ready(request: TraceRequest):
-    """The all-layers replay check if it is done, else None after starting it in the background (once per
-    capture): opening a long text draws its view first, and a click is never queued behind the check. The check
-    starts once the server has been quiet for ``prefetch.OPEN_QUIET_S`` (the browser is drawing the page meanwhile)."""
-    cap = capture(request.model, request.text, request.max_tokens, request.pad_to)
-    if "replay_summary" in cap.memo:
-        return cap.memo["replay_summary"]
-    layers, heads, length, _ = cap.weights_by_layer.shape
-    if layers * heads * length**2 <= SYNC_REPLAY_CELLS:  # quick (about 0.1 s): no need to defer it
-        with heavy():
-            return pipeline.replay_summary(cap)
-    key = (request.model, request.text, request.max_tokens, request.pad_to)
-    with _REPLAY_LOCK:
-        if key not in _REPLAY_RUNNING:
-            _REPLAY_RUNNING.add(key)
-            _REPLAY_POOL.submit(_replay_job, cap, key, time.monotonic())
-    return None
-
-
-REPLAY_WAIT_S = 10.0  # the longest a check waits for a quiet server, counted from when it was asked for
-
-
-def _replay_job(cap, key, asked: float | None = None) -> None:
-    try:
-        # after the page's first chart is drawn (it shares the cores with the browser); on a server that is never
-        # quiet, checks queued one behind the other (one worker) each wait out what is left of their own time
-        waited = 0.0 if asked is None else time.monotonic() - asked
-        prefetch.wait_quiet(longest=max(0.0, REPLAY_WAIT_S - waited))
-        with heavy():
-            pipeline.replay_summary(cap)
-    except Exception:  # a model the core cannot replay: the header says n/a instead of waiting forever
-        cap.memo.setdefault("replay_summary", ((), ()))
-    finally:
-        with _REPLAY_LOCK:
-            _REPLAY_RUNNING.discard(key)
 
 
 def with_replay(trace, request: TraceRequest):
@@ -312,50 +350,6 @@ def _figures_bytes(figs: dict) -> int:
                 if value is not None:
                     total += int(getattr(value, "nbytes", 0)) or 8 * len(value)
     return total
-
-
-def tiled_walk(trace, request: TraceRequest, block: int):
-    """The chosen head computed tile by tile with every step recorded (attention_core.tiled), once per key."""
-    from attention_core.tiled import walk_head
-
-    def walk():
-        with heavy():
-            return walk_head(trace.core.head(trace.head), block)
-
-    def size(value) -> int:
-        return sum(int(getattr(value, name).nbytes) for name in ("running_max", "running_sum", "rescale", "output"))
-
-    return store().get(("tiled", numbers_key(request), trace.head, block), walk, size)
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
-def tiled_memory(n: int, block: int, dim: int):
-    """Peak bytes and seconds of the tiled call vs the full core at this size (one head), measured once."""
-    from attention_core.tiled import compare_with_full
-
-    with heavy():
-        return compare_with_full(n, block, heads=1, dim=dim)
-
-
-def _kv_key(request: TraceRequest, steps: int) -> tuple:
-    return ("kvcache", request.model, request.text, request.max_tokens, int(steps))
-
-
-def kv_run(request: TraceRequest, steps: int):
-    """Greedy KV-cache decoding of the text (attention_core.kvcache), checked against the full pass; once."""
-    from attention_core.kvcache import kv_cache_decode
-
-    def run():
-        loaded = load_model(request.model)
-        with heavy():
-            return kv_cache_decode(loaded, request.text, steps, max_tokens=request.max_tokens, time_full=False)
-
-    return store().get(_kv_key(request, steps), run, lambda value: sum(s.weights.nbytes for s in value.steps))
-
-
-def kv_run_if_done(request: TraceRequest, steps: int):
-    """The run for these settings if one was made (never starts one)."""
-    return store().peek(_kv_key(request, steps))
 
 
 def _summary_key(trace, request: TraceRequest) -> tuple:

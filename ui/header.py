@@ -8,7 +8,7 @@ import streamlit as st
 
 from attention_core.traces import ModelTrace
 
-from . import compute
+from . import all_layers, compute
 from .settings import Settings
 from .text import plain
 
@@ -65,7 +65,7 @@ def render(trace: ModelTrace, device: str, settings: Settings):
 def replay_check(slot, request) -> bool:
     """Fill the header's all-layers check; True when shown. A long input's check runs in the background
     (the view is usable meanwhile) and ``replay_poll`` looks for it every second."""
-    summary = compute.replay_if_ready(request)
+    summary = all_layers.replay_if_ready(request)
     if summary is None:
         slot.metric("Own core vs model, all layers", "checking…", help="Replaying every layer through the core.")
         return False
@@ -75,5 +75,5 @@ def replay_check(slot, request) -> bool:
 
 def replay_poll(slot, request) -> None:
     """Once the background check is done, one full rerun shows it and ends the polling."""
-    if compute.replay_if_ready(request) is not None:
+    if all_layers.replay_if_ready(request) is not None:
         st.rerun()

@@ -111,6 +111,15 @@ class Store:
                 self._own(key, owner)
         return None if entry is None else entry[0]
 
+    def discard(self, key: Hashable) -> bool:
+        """Drop ``key``'s entry if it is held (a value another one has replaced); True when it was."""
+        with self._lock:
+            if key not in self._entries:
+                return False
+            self._owners.pop(key, None)
+            self._pop(key)
+            return True
+
     def _own(self, key: Hashable, owner: Hashable) -> None:  # callers hold the lock
         if owner is not None:
             self._owners.setdefault(key, set()).add(owner)

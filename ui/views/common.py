@@ -47,12 +47,12 @@ def image_export_problem() -> str | None:
     return NO_BROWSER if _browser_seen[1] is None else None
 
 
-def current(model: str, text: str):
+def current(model: str, text: str, view: str | None = None):
     """(trace, settings) as the widgets hold them now, for ``model`` and ``text`` (what only a whole run changes):
     a fragment rerun on its own is handed what its last call was, so the parts of a view that the scaling's
     controls rerun alone (app.py) look both up here, as the view's own fragment does."""
     settings = replace(sidebar.read_settings(model), text=text, **sidebar.view_only())
-    return compute.with_head(compute.trace_for(settings.request()), settings.head), settings
+    return compute.with_head(compute.trace_for(settings.request(), view=view), settings.head), settings
 
 
 def went_wrong(err: Exception) -> None:
@@ -119,10 +119,10 @@ def lazy_matrices(request: TraceRequest, view: str, head: int) -> dict:
     up when the download is asked for. A download button's callable lives until the next run has ended, so
     one that held the matrices (views into the trace's arrays) kept the old trace alive while a recompute
     built the new one (about 160 MB at SmolLM2's 1,024 tokens)."""
-    names = tuple(matrices_for_trace(compute.trace_for(request), view, head=head))
+    names = tuple(matrices_for_trace(compute.trace_for(request, view=view), view, head=head))
 
     def one(name: str):
-        return lambda: matrices_for_trace(compute.trace_for(request), view, head=head)[name]
+        return lambda: matrices_for_trace(compute.trace_for(request, view=view), view, head=head)[name]
 
     return {name: one(name) for name in names}
 

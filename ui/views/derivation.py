@@ -116,7 +116,7 @@ def later_steps(model: str, text: str) -> None:
     with guarded():  # a fragment's own rerun is not inside the view's guard
         live_temperature.follow_release()  # (its release reruns this fragment, which drew it)
         with prefetch.running(compute.session_id()):  # (the background builder waits)
-            trace, settings = current(model, text)
+            trace, settings = current(model, text, "derivation")
             head = trace.core.head(trace.head)
             data = lazy_matrices(settings.request(), "derivation", trace.head)
             r = step_readouts(head)

@@ -10,7 +10,7 @@ import streamlit as st
 from attention_core.traces import ModelTrace
 from viz.kvcache import kv_cache_figure, kv_cache_zip
 
-from .. import compute
+from .. import lab_runs
 from ..settings import UI_RANGES, Settings
 from ..text import plain
 from .common import figure, zip_button
@@ -40,11 +40,11 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     cols = st.columns(2)
     steps = cols[0].slider("Tokens to generate", *UI_RANGES["kv_steps"], key="kv_steps")
     try:
-        run = compute.kv_run(settings.request(), steps) if cols[1].button("Decode", key="kv_go") else None
+        run = lab_runs.kv_run(settings.request(), steps) if cols[1].button("Decode", key="kv_go") else None
     except ValueError as err:  # e.g. more steps than the model's context holds: say why, keep the view
         st.warning(f"Cannot decode: {plain(str(err), 400)}", icon=":material/warning:")
         return
-    run = run or compute.kv_run_if_done(settings.request(), steps)
+    run = run or lab_runs.kv_run_if_done(settings.request(), steps)
     if run is None:
         st.caption("Press Decode: the model generates greedily, one cached step at a time (a few seconds).")
         return

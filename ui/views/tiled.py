@@ -11,7 +11,7 @@ import streamlit as st
 from attention_core.traces import ModelTrace
 from viz.tiled import tiled_cost_figure, tiled_figure, tiled_zip
 
-from .. import compute
+from .. import lab_runs
 from ..settings import TILED_BLOCKS, UI_RANGES, Settings
 from .common import figure, zip_button
 
@@ -44,7 +44,7 @@ def render(trace: ModelTrace, settings: Settings) -> None:
             f"using {st.session_state['tiled_block']}."
         )
     block = cols[0].select_slider("Tile size (queries × keys)", blocks, key="tiled_block")
-    walk = compute.tiled_walk(trace, settings.request(), block)
+    walk = lab_runs.tiled_walk(trace, settings.request(), block)
     steps = len(walk.rows)
     if not 1 <= st.session_state.get("tiled_step", 0) <= steps:
         st.session_state["tiled_step"] = steps  # 0 (the default) or beyond this size: the end, the finished output
@@ -67,10 +67,10 @@ def render(trace: ModelTrace, settings: Settings) -> None:
         "(1: no row found a larger score in this tile; below 1: what was kept so far shrinks to the new maximum)."
     )
     ns = tuple(x for x in (64, 128, 256, 512, 1024) if x <= max(1024, n))
-    curve = [compute.tiled_memory(x, MEASURE_BLOCK, trace.core.q.shape[-1]) for x in ns]
+    curve = [lab_runs.tiled_memory(x, MEASURE_BLOCK, trace.core.q.shape[-1]) for x in ns]
     cost = (ns, *([getattr(c, name) for c in curve] for name in COST_SERIES))
     figure(tiled_cost_figure(*cost, theme=settings.theme), "tiled_cost")
-    measured = compute.tiled_memory(n, MEASURE_BLOCK, trace.core.q.shape[-1])
+    measured = lab_runs.tiled_memory(n, MEASURE_BLOCK, trace.core.q.shape[-1])
     st.caption(
         f"Measured on this server with 64×64 tiles at n = {n} ({trace.core.num_heads} heads' worth is this × {trace.core.num_heads}, "
         f"head dim {trace.core.q.shape[-1]}): peak memory allocated by the tiled call "
