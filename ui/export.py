@@ -95,7 +95,7 @@ def slides_fragment(view: str, views: str):
 
     def slides(model: str, text: str) -> None:
         with guarded():  # a fragment's own rerun is not inside the app's guard
-            trace, settings = current(model, text)
+            trace, settings = current(model, text, view)  # (its buttons make the zip from the settings)
             slides_button(trace, settings, views, suffix=f"_{view}")
 
     slides.__qualname__ = f"slides_{view}"
