@@ -160,7 +160,7 @@ def whole_capture(held, loader, name: str, text: str, max_tokens: int, pad_to: i
 
 # Views that show one layer only (the derivation: X, Q, K, V and every step of the chosen layer and head): opening a
 # long text there draws from a first look, the model run up to that layer (``first_look``), and the rest of the
-# layers are captured after the page's first chart, in the background, with the all-layers check (``replay_if_ready``).
+# layers are captured after the page's first chart, in the background, with the all-layers check (``ui.all_layers.replay_if_ready``).
 ONE_LAYER_VIEWS = frozenset({"derivation"})
 
 
