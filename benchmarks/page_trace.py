@@ -1,6 +1,6 @@
 """Where a click's time goes in the page: a Chromium trace of a few clicks, the renderer's main thread summed.
 
-    .venv/bin/python -m benchmarks.page_trace [--action scaling|encoding|head|view|idle] [--tokens 64] [--clicks 4]
+    .venv/bin/python -m benchmarks.page_trace [--action scaling|encoding|head|view|query|idle] [--tokens 64] [--clicks 4]
                                               [--model minilm|smollm2] [--app-dir DIR] [--no-animations]
                                               [--view "Heads & layers"|"Core vs model"|"Query inspector"]
                                               [--js-profile]
@@ -76,6 +76,12 @@ def _act(page, action: str, i: int, view: str = VIEWS[0]) -> None:
         page.keyboard.press("ArrowRight" if i % 2 == 0 else "ArrowLeft")
     elif action == "view":
         page.get_by_text((view, "Derivation")[i % 2], exact=True).first.click()  # a first visit, then back
+    elif action == "query":  # the Query inspector's next query token (the view is opened before the trace)
+        box = page.get_by_role("combobox", name="Query token")
+        box.click()
+        if box.get_attribute("aria-expanded") != "true":
+            box.press("ArrowDown")
+        page.get_by_role("option").nth(1 + i).click()
     elif action == "encoding":  # the next of the core's encodings (none, sinusoidal, learned, rotary, alibi)
         box = page.get_by_role("combobox", name="Positional encoding (own core)")
         box.click()
@@ -128,6 +134,9 @@ def record(
         if action == "encoding":
             page.get_by_text("Positional encoding and source of X").first.click()
             time.sleep(2)
+        if action == "query":
+            page.get_by_text("Query inspector", exact=True).first.click()
+            time.sleep(4)
         page.evaluate("() => document.querySelector('.st-key-fig_weights')?.scrollIntoView({block: 'center'})")
         time.sleep(2)
         path = Path(tmp) / "trace.json"
@@ -151,7 +160,7 @@ def record(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.page_trace", description=__doc__.split("\n")[0])
-    parser.add_argument("--action", choices=("scaling", "encoding", "head", "view", "idle"), default="scaling")
+    parser.add_argument("--action", choices=("scaling", "encoding", "head", "view", "query", "idle"), default="scaling")
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--clicks", type=int, default=4)
     parser.add_argument("--app-dir", help="checkout whose app.py runs (default: $ATTENTION_LENS_APP_DIR or this repo)")
