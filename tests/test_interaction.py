@@ -207,3 +207,22 @@ def test_a_short_text_and_the_last_layer_get_the_whole_capture(monkeypatch):
     assert compute.trace_for(last, view="derivation").complete  # a first look would be the whole pass
     other = TraceRequest(text=TEXT + " Another view.", layer=0)
     assert compute.trace_for(other, view="heads").complete  # a view of every layer never gets a first look
+
+
+def test_a_check_whose_capture_failed_says_n_a_without_asking_for_the_whole_trace(monkeypatch):
+    from ui import header
+
+    compute.store().clear()
+    monkeypatch.setattr(compute, "SYNC_REPLAY_CELLS", 0)
+    request = TraceRequest(text=TEXT + " A check that failed.", layer=0)
+    key = (request.model, request.text, request.max_tokens, request.pad_to)
+    monkeypatch.setitem(all_layers._REPLAY_FAILED, key, ((), ()))
+    monkeypatch.setattr(compute, "capture", lambda *args: pytest.fail("the whole capture was asked for"))
+    shown = []
+
+    class Slot:
+        def metric(self, label, value, help=None):
+            shown.append((label, value))
+
+    assert header.replay_check(Slot(), request) is True
+    assert shown == [("Own core vs model, all layers", "n/a")]

@@ -338,3 +338,22 @@ def test_what_a_background_job_stores_on_the_way_belongs_to_the_session_that_que
     assert shared.owners() == {"tab-1"}
     shared.release({"tab-1"})
     assert len(shared) == 0
+
+
+def test_the_check_s_job_retries_a_busy_server_and_says_n_a_for_a_capture_that_fails(monkeypatch):
+    """A first look's check job makes the whole capture first: a full server leaves it to the next poll (no
+    verdict kept); any other failure is kept as the header's n/a, never a check waiting forever."""
+    from ui.policy import ServerBusy
+
+    monkeypatch.setattr(prefetch, "OPEN_QUIET_S", 0.0)
+
+    def busy():
+        raise ServerBusy("full")
+
+    def broken():
+        raise RuntimeError("this model cannot be captured")
+
+    all_layers._REPLAY_POOL.submit(all_layers._replay_job, busy, ("busy key",)).result(timeout=10)
+    assert "busy key" not in str(all_layers._REPLAY_FAILED)
+    all_layers._REPLAY_POOL.submit(all_layers._replay_job, broken, ("broken key",)).result(timeout=10)
+    assert all_layers._REPLAY_FAILED.pop(("broken key",)) == ((), ())

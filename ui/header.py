@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import streamlit as st
 
 from attention_core.traces import ModelTrace
 
-from . import all_layers, compute
+from . import all_layers
 from .settings import Settings
 from .text import plain
 
 
-def replay_metric(slot, trace: ModelTrace) -> None:
-    """The largest core-vs-model difference over every layer, into ``slot`` (filled after the view is drawn:
-    replaying every layer is the slowest part of opening a text, and the view should not wait for it)."""
-    worst = max((max(r.weights, r.output) for r in (*trace.replay, *trace.replay_hidden)), default=float("nan"))
+def replay_metric(slot, captured: tuple, hidden: tuple) -> None:
+    """The largest core-vs-model difference over every layer (``pipeline.replay_summary``'s two tuples), into
+    ``slot`` (filled after the view is drawn: replaying every layer is the slowest part of opening a text, and the
+    view should not wait for it)."""
+    worst = max((max(r.weights, r.output) for r in (*captured, *hidden)), default=float("nan"))
     slot.metric(
         "Own core vs model, all layers",
-        f"max |Δ| {worst:.1e}" if trace.replay else "n/a",
+        f"max |Δ| {worst:.1e}" if captured else "n/a",
         help="Every layer replayed through the from-scratch core, from the model's captured q, k, v and from "
         "the layer's input X and its W^Q/W^K/W^V: the largest difference of attention weights or outputs. "
         "Float32 rounding is about 1e-7. The 'Core vs model' view shows each layer.",
@@ -69,7 +68,7 @@ def replay_check(slot, request) -> bool:
     if summary is None:
         slot.metric("Own core vs model, all layers", "checking…", help="Replaying every layer through the core.")
         return False
-    replay_metric(slot, replace(compute.trace_for(request), replay=summary[0], replay_hidden=summary[1]))
+    replay_metric(slot, *summary)  # (no trace needed: a capture that failed in the check says n/a)
     return True
 
 
