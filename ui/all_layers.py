@@ -30,7 +30,7 @@ def replay_if_ready(request: TraceRequest):
     """The all-layers replay check if it is done, else None after starting it in the background (once per
     capture): opening a long text draws its view first, and a click is never queued behind the check. The check
     starts once the server has been quiet for ``prefetch.OPEN_QUIET_S`` (the browser is drawing the page meanwhile)."""
-    key = (request.model, request.text, request.max_tokens, request.pad_to)
+    key = compute.input_key(request)
     cap = compute.first_look(*key, request.layer)  # the whole capture when it is held (or the input is short)
     if "replay_summary" in cap.memo:
         return cap.memo["replay_summary"]
@@ -43,10 +43,9 @@ def replay_if_ready(request: TraceRequest):
     if cap.complete:
         whole = cap
     else:
-        loaded = compute.load_model(key[0])  # (the job's thread has no script run: it is handed the model)
-        whole = partial(
-            compute.whole_capture, compute.shared_store(), lambda _name: loaded, *key, owner=compute.session_id()
-        )
+        # the job's thread has no script run: it is handed the model and this session's view of the store
+        loaded = compute.load_model(key[0])
+        whole = partial(compute.whole_capture, compute.store(), lambda _name: loaded, *key)
     with _REPLAY_LOCK:
         if key not in _REPLAY_RUNNING:
             _REPLAY_RUNNING.add(key)

@@ -137,14 +137,20 @@ def float64_model(name: str):
         return float64_copy(loaded)
 
 
+def input_key(request: TraceRequest) -> tuple:
+    """(model, text, max_tokens, pad_to): what decides a capture."""
+    return (request.model, request.text, request.max_tokens, request.pad_to)
+
+
 def capture(name: str, text: str, max_tokens: int, pad_to: int):
     """The model run once on this text with hooks: shared by every session asking for the same input."""
     return whole_capture(store(), load_model, name, text, max_tokens, pad_to)
 
 
-def whole_capture(held, loader, name: str, text: str, max_tokens: int, pad_to: int, owner=None):
-    """``capture`` through ``held`` (a store, or a session's view of it) with ``loader`` (the cached model
-    loader, or, on the check's thread, the model the script looked up); then the first looks go."""
+def whole_capture(held, loader, name: str, text: str, max_tokens: int, pad_to: int):
+    """``capture`` through ``held`` (a session's view of the store: on the check's thread, the one the script
+    handed it) with ``loader`` (the cached model loader, or there the model the script looked up); then the
+    first looks at that input go."""
 
     def run():
         loaded = loader(name)
@@ -152,9 +158,8 @@ def whole_capture(held, loader, name: str, text: str, max_tokens: int, pad_to: i
             request = TraceRequest(model=name, text=text, max_tokens=max_tokens, pad_to=pad_to)
             return pipeline.capture_text(loaded, request)
 
-    key = _capture_key(name, text, max_tokens, pad_to)
-    cap = held.get(key, run, capture_bytes) if owner is None else held.get(key, run, capture_bytes, owner)
-    first_looks.forget(held, key[1:])
+    cap = held.get(_capture_key(name, text, max_tokens, pad_to), run, capture_bytes)
+    first_looks.forget(held, (name, text, max_tokens, pad_to))
     return cap
 
 
@@ -201,11 +206,11 @@ def first_look(name: str, text: str, max_tokens: int, pad_to: int, layer: int):
         with heavy():
             return pipeline.capture_text(loaded, request, upto=layer)
 
-    first_looks.remember(key[1:5], key)
+    first_looks.remember(input_key(request), key)
     looked = store().get(key, run, capture_bytes)
     if looked.complete:  # the model's modules hid their weights from the hooks: it made the whole pass, kept as such
         looked = store().get(_capture_key(name, text, max_tokens, pad_to), lambda: looked, capture_bytes)
-        first_looks.forget(store(), key[1:5])
+        first_looks.forget(store(), input_key(request))
     return looked
 
 
@@ -224,13 +229,13 @@ def trace_for(request: TraceRequest, notices=(), *, view: str | None = None):
     request, fixed = validate(request)
     notices = (*notices, *fixed)
     if view in ONE_LAYER_VIEWS:
-        cap = first_look(request.model, request.text, request.max_tokens, request.pad_to, request.layer)
+        cap = first_look(*input_key(request), request.layer)
         if not cap.complete:
             return with_head(_first_trace(request, tuple(notices), cap), request.head)
 
     def build():
         loaded = load_model(request.model)
-        cap = capture(request.model, request.text, request.max_tokens, request.pad_to)
+        cap = capture(*input_key(request))
         with heavy():
             return pipeline.build_trace(replace(request, head=0), loaded.facts, cap, tuple(notices), with_replay=False)
 
@@ -248,13 +253,13 @@ def _first_trace(request: TraceRequest, notices: tuple, cap):
             return pipeline.build_trace(replace(request, head=0), loaded.facts, cap, notices, with_replay=False)
 
     key = ("first-trace", numbers_key(request), notices)
-    first_looks.remember((request.model, request.text, request.max_tokens, request.pad_to), key)
+    first_looks.remember(input_key(request), key)
     return store().get(key, build, trace_bytes)
 
 
 def replay_for(request: TraceRequest):
     """(captured, hidden): every layer replayed through the core, per-layer max |core - model|; once per capture."""
-    cap = capture(request.model, request.text, request.max_tokens, request.pad_to)
+    cap = capture(*input_key(request))
     with heavy():
         return pipeline.replay_summary(cap)
 
@@ -355,7 +360,7 @@ def _figures_bytes(figs: dict) -> int:
 def _summary_key(trace, request: TraceRequest) -> tuple:
     """The model's weights belong to the capture (text, model, sizes); the core's to the whole request."""
     if trace.model_attentions is not None:
-        return ("capture", request.model, request.text, request.max_tokens, request.pad_to)
+        return _capture_key(*input_key(request))
     return ("trace", numbers_key(request))
 
 
