@@ -11,7 +11,7 @@ app.py`` of ``--app-dir`` / $ATTENTION_LENS_APP_DIR / this checkout, see ``bench
   by a link that carries the settings (``text``, ``max_tokens``, ``model``), then these changes,
   ``--repeats`` times each (default 5), each on a value not shown before on that page:
   view-only: Head (+1 on the "Head" slider, keyboard ArrowRight), Query (Query inspector's "Query
-  token" selectbox), View (the "View" segmented control: Heads & layers, Query inspector, Core vs
+  token" selectbox, the next token), Query picked (the same box, ``PICK_STRIDE`` tokens on: not built ahead), View (the "View" segmented control: Heads & layers, Query inspector, Core vs
   model, Derivation), View after reading (the same switches, each after 3 s on the page, from the derivation just
   after a layer change: the app draws the views kept in the page ahead while nobody clicks), Statistic (the next of the statistic buttons above Heads & layers' overview chart, switched in the
   browser alone; an older app's "Statistic" selectbox where there are no buttons), Flip (a click on the next head
@@ -34,7 +34,8 @@ app.py`` of ``--app-dir`` / $ATTENTION_LENS_APP_DIR / this checkout, see ``bench
 Controls are found by their accessible label (``page.get_by_label(label, exact=True)``: a slider's
 group, a radio group, a selectbox's combobox), so they may move (sidebar, main area, fragments); a
 control that is missing (also after opening collapsed expanders) is reported as n/a, not a crash.
-Options are chosen by position (the next option of a radio group or selectbox), not by their text.
+Options are chosen by position (the next option of a radio group or selectbox; ``query_pick``: ``PICK_STRIDE``
+options on), not by their text.
 
 Click-to-paint, detected generically (no knowledge of which chart should change): a script installed
 before the page loads keeps ``lastChange``, the ``performance.now()`` of the last DOM mutation
@@ -93,12 +94,18 @@ ACTIONS = (  # (name, kind, label of the control) in the order they are measured
     ("statistic", VIEW_ONLY, "Statistic"),
     ("flip", VIEW_ONLY, "Head (the slider inside the one-head-at-a-time chart)"),
     ("query", VIEW_ONLY, "Query token"),
+    ("query_pick", VIEW_ONLY, "Query token"),
 )
 NEEDS_VIEW = {
     "statistic": "Heads & layers",
     "query": "Query inspector",
+    "query_pick": "Query inspector",
     "flip": "Heads & layers",
 }  # the view a control lives in
+# "query_pick": the query picked from the box PICK_STRIDE options on each time (a reader choosing a word), not the
+# next one ("query"), which the server has built ahead while the page was read (ui/prefetch.py: the queries next
+# to the one shown). Added in the twenty-ninth session; earlier runs have no such column.
+PICK_STRIDE = 7
 VIEW_STEPS = ("Heads & layers", "Query inspector", "Core vs model", "Derivation", "Heads & layers")
 # "view_read": the same switches, each after READ_S seconds on the page (a person looks at a view before leaving
 # it; the app draws the kept views ahead once nobody has clicked for a second, ui/ahead.py), starting from the
@@ -531,6 +538,8 @@ def measure_page(
                         result = page.flip(i + 1)
                     elif name == "statistic":
                         result = page.statistic(i + 1)
+                    elif name == "query_pick":
+                        result = page.change(label, (i + 1) * PICK_STRIDE)
                     else:
                         result = page.change(label, i + 1)
                     if result is None:

@@ -19,6 +19,7 @@ from plotly.subplots import make_subplots
 from .checks import as_mask, as_matrix, as_vector, check_labels
 from .heatmaps import add_matrix, colour_axis, style_axis
 from .labels import escape_label, hover_labels, visible_label
+from .query_frames import Frames, RowParts, fill
 from .theme import LINE_COLOURS, MASK_COLOUR, apply_theme
 
 BAR_TEXT_MAX = 16  # values written on the bars up to this many keys
@@ -225,15 +226,46 @@ def query_step_figure(
     blocked = ~np.isfinite(weights_row) if mask_row is None else (~mask_row | ~np.isfinite(weights_row))
     show = (keys <= BAR_TEXT_MAX) if show_values is None else bool(show_values)
     contributions = query_contributions(weights_row, values)  # (S, Ev) α_j v_j
-    fig = step_panels(
-        (("q·k", scores_row), ("scaled", scaled_row)), weights_row, blocked, contributions, key_tokens, show=show
-    )
     label = visible_label(query_token, 24)
     where = "" if query_index is None else f" {query_index}"
-    fig.update_layout(
-        title_text=title
+    row = RowParts(
+        scores=np.where(np.isfinite(scores_row), scores_row, np.nan),
+        scaled=np.where(np.isfinite(scaled_row), scaled_row, np.nan),
+        colours=[MASK_COLOUR if b else ALLOWED_COLOUR for b in blocked],
+        weights=np.where(blocked, np.nan, weights_row),
+        blocked=blocked,
+        contributions=contributions,
+        title=title
         if title is not None
         else f"Query{where} '{escape_label(label)}': scores → weights → weighted sum of V",
+        show=show,
+    )
+    if not np.isfinite(contributions).all():  # (a value row that is not finite: its cells are drawn blocked)
+        return _built(row, key_tokens, theme)
+    key = row.frame_key(key_tokens, theme)
+    frame = FRAMES.get(key)
+    if frame is not None:
+        return fill(frame, row)  # the frame of another query of these keys, with this one's numbers
+    fig = _built(row, key_tokens, theme)
+    FRAMES.keep(key, fig)
+    return fig
+
+
+FRAMES = Frames()  # step-throughs' frames, for the next query of the same keys (viz/query_frames.py)
+
+
+def _built(row: RowParts, key_tokens: list[str], theme: str) -> go.Figure:
+    """The step-through built from scratch with plotly's figure API."""
+    fig = step_panels(
+        (("q·k", row.scores), ("scaled", row.scaled)),
+        row.weights,
+        row.blocked,
+        row.contributions,
+        key_tokens,
+        show=row.show,
+    )
+    fig.update_layout(
+        title_text=row.title,
         coloraxis=colour_axis("diverging", title="α v"),
         height=940,
         bargap=0.25,
