@@ -104,8 +104,9 @@ NEEDS_VIEW = {
 }  # the view a control lives in
 # "query_pick": the query picked from the box PICK_STRIDE options on each time (a reader choosing a word), not the
 # next one ("query"), which the server has built ahead while the page was read (ui/prefetch.py: the queries next
-# to the one shown). Added in the twenty-ninth session; earlier runs have no such column.
-PICK_STRIDE = 7
+# to the one shown). From 64 tokens on, no pick is a query shown before on the page or next to one (at 16 tokens
+# some are). Added in the twenty-ninth session; earlier runs have no such column.
+PICK_STRIDE = 9
 VIEW_STEPS = ("Heads & layers", "Query inspector", "Core vs model", "Derivation", "Heads & layers")
 # "view_read": the same switches, each after READ_S seconds on the page (a person looks at a view before leaving
 # it; the app draws the kept views ahead once nobody has clicked for a second, ui/ahead.py), starting from the

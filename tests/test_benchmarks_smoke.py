@@ -269,3 +269,23 @@ def test_page_trace_attributes_each_main_thread_task_to_its_first_event():
     busy, kinds = by_first_event(events)
     assert busy == 8.0
     assert kinds == {"FunctionCall react-dom.abc.js": 5.0, "UpdateLayoutTree": 2.0, "(nothing inside)": 1.0}
+
+
+def test_a_picked_query_is_never_one_the_server_built_ahead():
+    """The harness's ``query_pick`` and ``benchmarks.query_pick`` time queries the server has not built: from 64
+    tokens on, each pick is further from every query shown before on the page (0, then 1-5 by the harness's
+    "query" action, then the picks before it) than the neighbouring queries ``ui.prefetch`` builds ahead by
+    default (the tests turn that off, so its default is read, not the value in force here)."""
+    from benchmarks.interactivity import PICK_STRIDE
+    from benchmarks.query_pick import pick_order
+    from ui.prefetch import DEFAULT_NEIGHBOURS
+
+    for count in (64, 256, 512, 1024):
+        shown = list(range(6))
+        for i in range(5):  # as Page.change picks them: option (i + 1) * PICK_STRIDE of count
+            pick = ((i + 1) * PICK_STRIDE) % count
+            assert all(abs(pick - before) > DEFAULT_NEIGHBOURS for before in shown), (count, pick, shown)
+            shown.append(pick)
+        order = pick_order(list(range(count)), 17)
+        assert all(abs(a - b) > DEFAULT_NEIGHBOURS for a, b in zip(order, order[1:], strict=False)), count
+        assert sorted(order) == list(range(count))  # every query, once

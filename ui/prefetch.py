@@ -30,7 +30,8 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Any
 
-NEIGHBOURS = int(os.environ.get("ATTENTION_LENS_PREFETCH_HEADS", "2"))  # heads on each side; 0 turns it off
+DEFAULT_NEIGHBOURS = 2  # heads (and queries of the Query inspector) on each side; 0 turns it off
+NEIGHBOURS = int(os.environ.get("ATTENTION_LENS_PREFETCH_HEADS", str(DEFAULT_NEIGHBOURS)))
 QUEUE_MAX = 64  # jobs waiting; older ones are dropped first (the page has moved on)
 IDLE_POLL_S = 0.05
 # After a script run ends, the browser is still taking in and drawing what it sent (a head change's frames,
