@@ -19,12 +19,11 @@ from plotly.subplots import make_subplots
 from .checks import as_mask, as_matrix, as_vector, check_labels
 from .heatmaps import add_matrix, colour_axis, style_axis
 from .labels import escape_label, hover_labels, visible_label
-from .query_frames import Frames, RowParts, fill
-from .theme import LINE_COLOURS, MASK_COLOUR, apply_theme
+from .query_frames import ALLOWED_COLOUR, Frames, RowParts, bar_text, fill, key_colours
+from .theme import MASK_COLOUR, apply_theme
 
 BAR_TEXT_MAX = 16  # values written on the bars up to this many keys
 OUTPUT_GAP = 0.6  # gap between the last key column and the output column, in cells
-ALLOWED_COLOUR = LINE_COLOURS[0]
 
 
 def query_contributions(weights_row, values) -> np.ndarray:
@@ -49,7 +48,7 @@ def _score_bars(fig: go.Figure, rows, positions: np.ndarray, colours: list[str],
                 customdata=names,
                 showlegend=False,
                 hovertemplate=f"key %{{customdata}}<br>{name} %{{y:.4g}}<extra></extra>",
-                **(dict(text=[f"{v:.2f}" for v in shown], textposition="outside", cliponaxis=False) if show else {}),
+                **(dict(text=bar_text(shown), textposition="outside", cliponaxis=False) if show else {}),
             ),
             row=row,
             col=1,
@@ -73,7 +72,7 @@ def _weight_bars(
             hovertemplate="key %{customdata}<br>weight %{y:.4f}<extra></extra>",
             **(
                 dict(
-                    text=[f"{v:.2f}" if np.isfinite(v) else "" for v in weights_shown],
+                    text=bar_text(weights_shown, blank_missing=True),
                     textposition="outside",
                     cliponaxis=False,
                 )
@@ -182,7 +181,7 @@ def step_panels(
         subplot_titles=tuple(titles),
     )
     score_tokens, score_blocked = score_keys if split else (key_tokens, blocked)
-    score_colours = [MASK_COLOUR if b else ALLOWED_COLOUR for b in score_blocked]
+    score_colours = key_colours(score_blocked)
     score_names = hover_labels(score_tokens)
     _score_bars(fig, score_rows, np.arange(len(score_tokens)), score_colours, score_names, show)
     _weight_bars(fig, weights_row, blocked, np.arange(len(key_tokens)), hover_labels(key_tokens), show, weight_top)
@@ -231,7 +230,6 @@ def query_step_figure(
     row = RowParts(
         scores=np.where(np.isfinite(scores_row), scores_row, np.nan),
         scaled=np.where(np.isfinite(scaled_row), scaled_row, np.nan),
-        colours=[MASK_COLOUR if b else ALLOWED_COLOUR for b in blocked],
         weights=np.where(blocked, np.nan, weights_row),
         blocked=blocked,
         contributions=contributions,

@@ -22,18 +22,19 @@ import numpy as np
 import plotly.graph_objects as go
 
 from .matrix_traces import compact
+from .theme import LINE_COLOURS, MASK_COLOUR
 
+ALLOWED_COLOUR = LINE_COLOURS[0]  # a key's bar; MASK_COLOUR: a blocked key's
 KEPT = 8  # frames kept (a few heads and themes of the texts being looked at)
 
 
 @dataclass(frozen=True)
 class RowParts:
-    """What one query row puts into the step-through: the bars' heights, colours and written values, the blocked
-    keys' markers, the contribution and output heatmaps and the title."""
+    """What one query row puts into the step-through: the bars' heights and written values (their colours follow
+    the blocked keys), the blocked keys' markers, the contribution and output heatmaps and the title."""
 
     scores: np.ndarray  # (S,) q·k, NaN where not finite
     scaled: np.ndarray  # (S,) scaled scores, NaN where not finite
-    colours: list[str]  # (S,) bar colour of each key (grey: blocked)
     weights: np.ndarray  # (S,) softmax weights, NaN where blocked
     blocked: np.ndarray  # (S,) bool
     contributions: np.ndarray  # (S, Ev) α_j v_j
@@ -45,6 +46,11 @@ class RowParts:
         return (tuple(key_tokens), self.contributions.shape[1], theme, self.show, bool(self.blocked.any()))
 
 
+def key_colours(blocked: np.ndarray) -> list[str]:
+    """The score bars' colour of each key: grey where it is blocked."""
+    return [MASK_COLOUR if b else ALLOWED_COLOUR for b in blocked]
+
+
 def bar_text(values: np.ndarray, *, blank_missing: bool = False) -> list[str]:
     """The values written on bars: two decimals (``blank_missing``: nothing where a value is not finite)."""
     return [f"{v:.2f}" if not blank_missing or np.isfinite(v) else "" for v in values]
@@ -54,9 +60,10 @@ def fill(frame: dict, row: RowParts) -> go.Figure:
     """The frame (a step-through's ``to_dict()``) with ``row``'s numbers. The frame itself is left as it is."""
     positions = np.arange(len(row.blocked))
     output = row.contributions.sum(axis=0)  # (Ev,) Σ_j α_j v_j
+    colours = key_colours(row.blocked)
     changed = {
-        "q·k": dict(y=row.scores, marker_color=row.colours, text=bar_text(row.scores)),
-        "scaled": dict(y=row.scaled, marker_color=row.colours, text=bar_text(row.scaled)),
+        "q·k": dict(y=row.scores, marker_color=colours, text=bar_text(row.scores)),
+        "scaled": dict(y=row.scaled, marker_color=colours, text=bar_text(row.scaled)),
         "weight": dict(y=row.weights, text=bar_text(row.weights, blank_missing=True)),
         "masked": dict(x=positions[row.blocked], y=np.zeros(int(row.blocked.sum()))),
         "contributions": dict(z=compact(row.contributions.T)),  # (Ev, S)
