@@ -11,7 +11,8 @@ app.py`` of ``--app-dir`` / $ATTENTION_LENS_APP_DIR / this checkout, see ``bench
   by a link that carries the settings (``text``, ``max_tokens``, ``model``), then these changes,
   ``--repeats`` times each (default 5), each on a value not shown before on that page:
   view-only: Head (+1 on the "Head" slider, keyboard ArrowRight), Query (Query inspector's "Query
-  token" selectbox, the next token), Query picked (the same box, ``PICK_STRIDE`` tokens on: not built ahead), View (the "View" segmented control: Heads & layers, Query inspector, Core vs
+  token" selectbox, the next token), Query picked (the same box, ``PICK_STRIDE`` tokens on: not built ahead), Query
+  flipped (a click on the step-through's own query slider, ``PICK_STRIDE`` steps on: switched in the browser alone), View (the "View" segmented control: Heads & layers, Query inspector, Core vs
   model, Derivation), View after reading (the same switches, each after 3 s on the page, from the derivation just
   after a layer change: the app draws the views kept in the page ahead while nobody clicks), Statistic (the next of the statistic buttons above Heads & layers' overview chart, switched in the
   browser alone; an older app's "Statistic" selectbox where there are no buttons), Flip (a click on the next head
@@ -95,13 +96,19 @@ ACTIONS = (  # (name, kind, label of the control) in the order they are measured
     ("flip", VIEW_ONLY, "Head (the slider inside the one-head-at-a-time chart)"),
     ("query", VIEW_ONLY, "Query token"),
     ("query_pick", VIEW_ONLY, "Query token"),
+    ("query_flip", VIEW_ONLY, "Query (the slider inside the step-through chart)"),
 )
 NEEDS_VIEW = {
     "statistic": "Heads & layers",
     "query": "Query inspector",
     "query_pick": "Query inspector",
+    "query_flip": "Query inspector",
     "flip": "Heads & layers",
 }  # the view a control lives in
+QUERY_CHART = ".st-key-fig_query"  # the Query inspector's step-through (ui/views/query.py), its slider in the page
+# "query_flip": a click on the step-through's own query slider, PICK_STRIDE steps on each time (viz/query_flip.py:
+# the rows of every query are in the page; the chart fills the chosen one without a server run). Added in the
+# thirtieth session. Up to viz.query_flip.FLIP_BYTES of rows only: at longer texts the chart has no slider (n/a).
 # "query_pick": the query picked from the box PICK_STRIDE options on each time (a reader choosing a word), not the
 # next one ("query"), which the server has built ahead while the page was read (ui/prefetch.py: the queries next
 # to the one shown). From 64 tokens on, no pick is a query shown before on the page or next to one (at 16 tokens
@@ -385,10 +392,11 @@ class Page:
         thumb.focus()
         return self.measure(lambda: self.page.keyboard.press(key))
 
-    def flip(self, head: int) -> dict | None:
-        """Click step ``head`` of the plotly slider of the Heads view's flip chart (a change in the browser
-        alone: no server run is expected, so the page settles after ``NO_SERVER_S``); None if missing."""
-        chart = self.page.locator(".js-plotly-plot", has=self.page.locator(".slider-container")).first
+    def flip(self, head: int, within: str = "") -> dict | None:
+        """Click step ``head`` of the plotly slider of the Heads view's flip chart, or of the chart inside the
+        element ``within`` (a CSS selector: the Query inspector's step-through, ``QUERY_CHART``); a change in the
+        browser alone: no server run is expected, so the page settles after ``NO_SERVER_S``. None if missing."""
+        chart = self.page.locator(f"{within} .js-plotly-plot", has=self.page.locator(".slider-container")).first
         try:  # the view may still be drawing after the switch to it: wait for the chart and an idle page
             chart.wait_for(state="attached", timeout=self.timeout_s * 1e3)
             self.page.wait_for_function(IDLE, timeout=self.timeout_s * 1e3, polling=100)
@@ -537,6 +545,8 @@ def measure_page(
                         result = page.pick(label, VIEW_STEPS[i % len(VIEW_STEPS)])
                     elif name == "flip":
                         result = page.flip(i + 1)
+                    elif name == "query_flip":
+                        result = page.flip((i + 1) * PICK_STRIDE, within=QUERY_CHART)
                     elif name == "statistic":
                         result = page.statistic(i + 1)
                     elif name == "query_pick":

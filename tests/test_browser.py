@@ -530,3 +530,64 @@ def test_a_scaling_or_mask_click_on_the_derivation_shows_what_a_new_page_with_it
         assert len(clicked[0]) >= 8 and any("Scaling is off" in text for text in clicked[1]), clicked[1]
         fresh.close()
     page.close()
+
+
+# The step-through's traces as drawn (plotly's _fullData: typed arrays decoded), NaN as null, for comparing.
+QUERY_STATE = """() => { const el = document.querySelector('.st-key-fig_query .js-plotly-plot');
+  if (!el || !el._fullData || el.style.opacity) return null;
+  const by = (n) => el._fullData.find((t) => t.name === n);
+  const arr = (v) => (v == null ? null : Array.from(v, (x) => (typeof x === 'number' && Number.isNaN(x) ? null : x)));
+  const z = (t) => (t ? Array.from(t.z, arr) : null);
+  const bars = (n) => ({y: arr(by(n).y), colour: by(n).marker.color, text: by(n).text === undefined ? null : arr(by(n).text)});
+  return {title: el.layout.title.text, scores: bars('q·k'), scaled: bars('scaled'), weight: bars('weight'),
+          masked: by('masked') ? [arr(by('masked').x), arr(by('masked').y)] : null,
+          contributions: z(by('contributions')), output: z(by('output')),
+          slider: el.layout.sliders ? el.layout.sliders[0].steps.length : 0}; }"""
+
+
+def _query_page(browser, url, query: int):
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    received: list = []
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: received.append(frame)))
+    page.goto(url + f"/?view=query&mask=causal&query={query}")
+    wait_idle(page)
+    no_errors(page)
+    page.locator(".st-key-fig_query").scroll_into_view_if_needed()
+    page.wait_for_function("() => (" + QUERY_STATE + ")() !== null", timeout=60000)
+    return page, received
+
+
+def _slide_to(page, step: int) -> None:
+    chart = page.locator(".st-key-fig_query .js-plotly-plot")
+    slider = chart.locator(".slider-container").first
+    slider.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    rail = chart.locator(".slider-rail-touch-rect").first.bounding_box()
+    box = slider.get_by_text(str(step), exact=True).first.bounding_box()
+    page.mouse.click(box["x"] + box["width"] / 2, rail["y"] + rail["height"] / 2)
+
+
+def test_the_query_slider_flips_rows_in_the_browser_exactly_as_the_server_draws_them(browser, url):
+    """The Query inspector's step-through carries every query's row (viz/query_flip.py): its slider fills the
+    chosen one in the page (ui/components/lens_chart/query_rows.js) with no server run, and what it draws (bars,
+    their colours and written values, the "×" of masked keys, α v, the output, the title) is what the server draws
+    for that query picked in the box. A causal mask: rows with blocked keys and the last, with none."""
+    page, received = _query_page(browser, url, 0)
+    queries = page.evaluate(QUERY_STATE)["slider"]
+    assert queries > 4
+    for step in (3, queries - 1, 1):
+        before = len(received)
+        _slide_to(page, step)
+        page.wait_for_function(f"() => (({QUERY_STATE})() || {{}}).title.startsWith('Query {step} ')", timeout=10000)
+        flipped = page.evaluate(QUERY_STATE)
+        page.wait_for_timeout(500)
+        assert len(received) == before  # switched in the browser alone
+        server, _ = _query_page(browser, url, step)
+        drawn = server.evaluate(QUERY_STATE)
+        server.close()
+        assert flipped == drawn, step
+        assert flipped["masked"][0] == list(range(step + 1, queries))  # causal: the later keys ([] for the last)
+        assert flipped["weight"]["y"][step + 1 :] == [None] * (queries - step - 1)
+    no_errors(page)
+    page.locator(".st-key-fig_query").screenshot(path=str(SHOTS / "query-flip.png"))
+    page.close()

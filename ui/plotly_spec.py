@@ -43,7 +43,10 @@ import plotly.io as pio
 from plotly.basedatatypes import convert_to_base64  # plotly.py's own step of to_dict (from _plotly_utils)
 from plotly.io.json import to_json_plotly
 
+from viz.query_flip import flip_rows
+
 _ATTRIBUTE = "_attention_lens_json"  # where a figure keeps its JSON (underscore: plotly allows it)
+ROWS_KEY = "lens_rows"  # beside "data" and "layout": the rows a step-through flips through (viz.query_flip)
 
 
 def spec_json(fig: go.Figure) -> str:
@@ -65,6 +68,18 @@ def _spec(fig: go.Figure) -> dict:
     if frames:
         spec["frames"] = frames
     convert_to_base64(spec)
+    return spec
+
+
+def _sendable(fig: go.Figure) -> dict:
+    """``_spec(fig)`` and, for a step-through that flips its queries in the browser, the rows it flips through
+    (``viz.query_flip.with_flip``) as ``ROWS_KEY``: their arrays packed as bytes like the figure's."""
+    spec = _spec(fig)
+    rows = flip_rows(fig)
+    if rows is not None:
+        extra = {ROWS_KEY: _containers(rows)}
+        convert_to_base64(extra)
+        spec[ROWS_KEY] = extra[ROWS_KEY]
     return spec
 
 
@@ -262,7 +277,7 @@ def spec_bytes(fig: go.Figure) -> bytes:
     nobody changes after they are built (every figure of ``ui.compute.figures``)."""
     kept = getattr(fig, _ATTRIBUTE, None)
     if kept is None:
-        kept = pack(_spec(fig))
+        kept = pack(_sendable(fig))
         setattr(fig, _ATTRIBUTE, kept)
     return kept
 
@@ -296,7 +311,7 @@ class Sent:
     __slots__ = ("packed", "sliders")
 
     def __init__(self, fig: go.Figure) -> None:
-        spec = _spec(fig)
+        spec = _sendable(fig)
         sliders = spec["layout"].get("sliders")
         self.sliders = json.loads(to_json_plotly(sliders)) if sliders else []
         self.packed = getattr(fig, _ATTRIBUTE, None) or pack(spec)
@@ -317,6 +332,7 @@ class Sent:
             shape = typed.get("shape")
             holder[path[-1]] = array.reshape([int(n) for n in str(shape).split(",")]) if shape else array
         _put_label_grids(spec, meta.get("grids", ()))
+        spec.pop(ROWS_KEY, None)  # the browser's, not the figure's
         return go.Figure(spec)
 
 

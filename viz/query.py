@@ -196,6 +196,17 @@ def step_panels(
     return fig
 
 
+def writes_values(keys: int, show_values: bool | None) -> bool:
+    """Whether the step-through writes values on its bars: ``show_values``, else up to ``BAR_TEXT_MAX`` keys."""
+    return (keys <= BAR_TEXT_MAX) if show_values is None else bool(show_values)
+
+
+def row_title(query_token: str, query_index: int | None = None) -> str:
+    """The step-through's title for a query (its position when given)."""
+    where = "" if query_index is None else f" {query_index}"
+    return f"Query{where} '{escape_label(visible_label(query_token, 24))}': scores → weights → weighted sum of V"
+
+
 def query_step_figure(
     scores_row,
     scaled_row,
@@ -223,19 +234,15 @@ def query_step_figure(
     key_tokens = check_labels("key_tokens", key_tokens, keys, "values", values.shape)
     mask_row = as_mask("mask_row", mask_row, (keys,))
     blocked = ~np.isfinite(weights_row) if mask_row is None else (~mask_row | ~np.isfinite(weights_row))
-    show = (keys <= BAR_TEXT_MAX) if show_values is None else bool(show_values)
+    show = writes_values(keys, show_values)
     contributions = query_contributions(weights_row, values)  # (S, Ev) α_j v_j
-    label = visible_label(query_token, 24)
-    where = "" if query_index is None else f" {query_index}"
     row = RowParts(
         scores=np.where(np.isfinite(scores_row), scores_row, np.nan),
         scaled=np.where(np.isfinite(scaled_row), scaled_row, np.nan),
         weights=np.where(blocked, np.nan, weights_row),
         blocked=blocked,
         contributions=contributions,
-        title=title
-        if title is not None
-        else f"Query{where} '{escape_label(label)}': scores → weights → weighted sum of V",
+        title=title if title is not None else row_title(query_token, query_index),
         show=show,
     )
     if not np.isfinite(contributions).all():  # (a value row that is not finite: its cells are drawn blocked)

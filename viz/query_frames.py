@@ -25,6 +25,16 @@ from .matrix_traces import compact
 from .theme import LINE_COLOURS, MASK_COLOUR
 
 ALLOWED_COLOUR = LINE_COLOURS[0]  # a key's bar; MASK_COLOUR: a blocked key's
+# The step-through's traces by what they show (their names in the figure; the browser finds them by these too:
+# viz/query_flip.py sends this table with the rows)
+TRACES = {
+    "scores": "q·k",
+    "scaled": "scaled",
+    "weights": "weight",
+    "masked": "masked",
+    "contributions": "contributions",
+    "output": "output",
+}
 KEPT = 8  # frames kept (a few heads and themes of the texts being looked at)
 
 
@@ -62,12 +72,12 @@ def fill(frame: dict, row: RowParts) -> go.Figure:
     output = row.contributions.sum(axis=0)  # (Ev,) Σ_j α_j v_j
     colours = key_colours(row.blocked)
     changed = {
-        "q·k": dict(y=row.scores, marker_color=colours, text=bar_text(row.scores)),
-        "scaled": dict(y=row.scaled, marker_color=colours, text=bar_text(row.scaled)),
-        "weight": dict(y=row.weights, text=bar_text(row.weights, blank_missing=True)),
-        "masked": dict(x=positions[row.blocked], y=np.zeros(int(row.blocked.sum()))),
-        "contributions": dict(z=compact(row.contributions.T)),  # (Ev, S)
-        "output": dict(z=output[:, None]),  # (Ev, 1)
+        TRACES["scores"]: dict(y=row.scores, marker_color=colours, text=bar_text(row.scores)),
+        TRACES["scaled"]: dict(y=row.scaled, marker_color=colours, text=bar_text(row.scaled)),
+        TRACES["weights"]: dict(y=row.weights, text=bar_text(row.weights, blank_missing=True)),
+        TRACES["masked"]: dict(x=positions[row.blocked], y=np.zeros(int(row.blocked.sum()))),
+        TRACES["contributions"]: dict(z=compact(row.contributions.T)),  # (Ev, S)
+        TRACES["output"]: dict(z=output[:, None]),  # (Ev, 1)
     }
     data = []
     for trace in frame["data"]:

@@ -34,7 +34,9 @@ from .heads_figures import heads_figures as _heads_figures
 from .heatmaps import token_matrix_heatmap, weight_matrix_heatmap
 from .labels import plain_labels
 from .lines import attention_lines, attention_lines_flip
-from .query import query_contributions, query_step_figure
+from .query import query_contributions, query_step_figure, row_title, writes_values
+from .query_flip import fits, query_rows, with_flip
+from .query_frames import TRACES, fill
 from .rollout import attention_rollout, rollout_heatmap
 from .scores import attention_heatmap, score_heatmap
 from .stats import overview_matrix
@@ -185,20 +187,31 @@ def _compare_figures(trace: ModelTrace, h: int, tokens: list[str], show_values: 
 
 
 def _query_figures(head: HeadTrace, tokens: list[str], i: int, show_values: bool | None, theme: str) -> dict:
-    return {
-        "query": query_step_figure(
-            head.scores[i],
-            head.scaled[i],
-            head.weights[i],
+    def step(q: int):  # query q's step-through, as the box picks it
+        return query_step_figure(
+            head.scores[q],
+            head.scaled[q],
+            head.weights[q],
             head.v,
             tokens,
-            query_token=tokens[i],
-            query_index=i,
-            mask_row=head.mask[i],
+            query_token=tokens[q],
+            query_index=q,
+            mask_row=head.mask[q],
             show_values=show_values,
             theme=theme,
         )
-    }
+
+    fig = step(i)
+    show = writes_values(len(tokens), show_values)
+    titles = [row_title(token, q) for q, token in enumerate(tokens)]
+    rows = query_rows(head.scores, head.scaled, head.weights, head.v, head.mask, titles, show)
+    if not fits(rows):
+        return {"query": fig}  # picked in the box alone
+    if rows.blocked.any() and not any(trace.name == TRACES["masked"] for trace in fig.data):
+        # query i blocks no key but others do: i's numbers in the frame of one that does (its "×" trace empty)
+        other = int(np.flatnonzero(rows.blocked.any(axis=1))[0])
+        fig = fill(step(other).to_dict(), rows.row(i, show))
+    return {"query": with_flip(fig, rows, i)}
 
 
 def _rollout_figures(trace: ModelTrace, tokens: list[str], rollout, show_values: bool | None, theme: str) -> dict:

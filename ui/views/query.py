@@ -8,6 +8,7 @@ import streamlit as st
 from attention_core.readouts import top_keys
 from attention_core.traces import ModelTrace
 from viz.labels import plain_labels
+from viz.query_flip import FLIP_BYTES
 from viz.query_shown import QueryRowShown
 from viz.views import matrices_for_trace
 
@@ -68,10 +69,25 @@ def _step(trace: ModelTrace, settings: Settings, labels: list[str], i: int) -> N
     """The step-through as computed (no display option on): the view's shared, prefetched figure."""
     figs = compute.figures(trace, settings.request(), "query", **_options(trace, settings, i))
     data = matrices_for_trace(trace, "query", head=trace.head, query=i)
-    figure(figs["query"], "query", data["query_contributions"])
+    flips = bool(getattr(figs["query"], "sliders", None))  # every query's row is in the page (viz/query_flip.py)
+    figure(figs["query"], "query", data["query_contributions"], caption=FLIP_NOTE if flips else NO_FLIP_NOTE)
     head = trace.core.head(trace.head)
     top = top_keys(head.weights[i], 3)
-    st.caption("Largest weights: " + ", ".join(f"'{plain(labels[j], 60)}' ({head.weights[i, j]:.3f})" for j in top))
+    st.caption(
+        f"Largest weights of query {i}: "
+        + ", ".join(f"'{plain(labels[j], 60)}' ({head.weights[i, j]:.3f})" for j in top)
+    )
+
+
+FLIP_NOTE = (
+    "The slider under the chart steps through every query of this head in your browser, with no wait for the "
+    "server; the box above picks the query the rest of this view follows (its largest weights, the query set, "
+    "the temperature), and the link and downloads keep."
+)
+NO_FLIP_NOTE = (
+    f"Pick the query in the box above: at this length the rows of every query (more than "
+    f"{FLIP_BYTES // 1_000_000} MB) are not all sent to the page, so the chart has no slider of its own."
+)
 
 
 def _step_as_shown(fig, data: tuple, shown: QueryRowShown) -> None:

@@ -18,6 +18,8 @@
 // which hands over the settings: where plotly.js may be fetched from, best first, and the modebar's
 // configuration.
 
+import { attach as attachRows } from "./query_rows.js";
+
 const decoder = new TextDecoder();
 let loading = null; // one load of plotly.js for the whole page: {route, plotly}
 let full = null; // the full bundle, loaded only for a figure whose trace types the first one lacks
@@ -196,6 +198,7 @@ function draw(div, figure, update, token, settings, base) {
       div.__lensConfig ||= { ...settings.config, responsive: true, modeBarButtonsToAdd: [fullScreenButton(div)] };
       if (div.textContent && !div.classList.contains("js-plotly-plot")) div.textContent = "";
       return Plotly.react(div, figure.data || [], layout, div.__lensConfig)
+        .then(() => attachRows(div, figure.lens_rows, Plotly)) // a step-through's queries (query_rows.js)
         .then(apply)
         .then(marked);
     })

@@ -1,0 +1,79 @@
+// The Query inspector's step-through flips its queries in the browser (viz/query_flip.py): the figure comes with
+// the rows of every query of its head (`lens_rows`) and a plotly slider whose steps do nothing by themselves
+// (method "skip"). When a step is chosen, this fills that query's row into the traces with one Plotly.update,
+// the way viz/query_frames.py `fill` does on the server: bars "q·k", "scaled", "weight" (blocked keys grey, their
+// weight blank), "×" markers "masked", the heatmap "contributions" α_ij v_j (computed here: weights[i, j] *
+// values[j, d], float64, rounded to float32 where the server's figure holds float32) and the column "output"
+// (summed on the server), and the title. No server round trip.
+
+const TYPES = { f8: Float64Array, f4: Float32Array, u1: Uint8Array, i1: Int8Array, i2: Int16Array, i4: Int32Array };
+
+function array(spec) {
+  // plotly's typed array spec, its bdata an ArrayBuffer (chart.js `unpack`) or base64 (plain JSON)
+  const Type = TYPES[spec.dtype];
+  if (spec.bdata instanceof ArrayBuffer) return new Type(spec.bdata);
+  const raw = atob(spec.bdata);
+  const bytes = new Uint8Array(raw.length);
+  for (let k = 0; k < raw.length; k++) bytes[k] = raw.charCodeAt(k);
+  return new Type(bytes.buffer);
+}
+
+export function readRows(spec) {
+  const rows = { ...spec };
+  for (const name of ["scores", "scaled", "weights", "blocked", "values", "output"]) rows[name] = array(spec[name]);
+  return rows;
+}
+
+// Query i's update: [restyle, relayout, trace indices] for Plotly.update.
+export function rowUpdate(rows, data, i) {
+  const S = rows.keys;
+  const E = rows.dims;
+  const at = (name) => data.findIndex((trace) => trace.name === rows.traces[name]);
+  const slice = (a) => a.subarray(i * S, (i + 1) * S);
+  const blocked = slice(rows.blocked);
+  const weights = slice(rows.weights);
+  const colours = Array.from(blocked, (b) => rows.colours[b ? 1 : 0]);
+  const shown = Float64Array.from(weights, (w, j) => (blocked[j] ? NaN : w));
+  const round = rows.float32 ? Math.fround : (x) => x;
+  const contributions = new Array(E); // (Ev, S): α_ij v_j, rows = value dims
+  for (let d = 0; d < E; d++) {
+    const row = (contributions[d] = new (rows.float32 ? Float32Array : Float64Array)(S));
+    for (let j = 0; j < S; j++) row[j] = round(weights[j] * rows.values[j * E + d]);
+  }
+  const output = Array.from(rows.output.subarray(i * E, (i + 1) * E), (o) => [o]); // (Ev, 1)
+  const masked = [];
+  blocked.forEach((b, j) => b && masked.push(j));
+  const texts = rows.texts ? rows.texts[i] : null;
+  const traces = [];
+  const restyle = { y: [], x: [], z: [], text: [], "marker.color": [] };
+  const add = (name, values) => {
+    const index = at(name);
+    if (index < 0) return;
+    traces.push(index);
+    for (const key of Object.keys(restyle)) restyle[key].push(values[key]); // undefined: left as it is
+  };
+  const written = (name, k) => (texts && data[at(name)] && data[at(name)].text !== undefined ? texts[k] : undefined);
+  add("scores", { y: slice(rows.scores), "marker.color": colours, text: written("scores", 0) });
+  add("scaled", { y: slice(rows.scaled), "marker.color": colours, text: written("scaled", 1) });
+  add("weights", { y: shown, text: written("weights", 2) });
+  add("masked", { x: masked, y: masked.map(() => 0) });
+  add("contributions", { z: contributions });
+  add("output", { z: output });
+  return [restyle, { "title.text": rows.titles[i] }, traces];
+}
+
+// Listen to the chart's slider: each chosen step fills its query from the rows of the figure drawn last. Checked
+// after every draw, like chart.js's clicks: a chart purged and drawn again has lost its handlers.
+export function attach(div, spec, Plotly) {
+  div.__lensRows = spec ? readRows(spec) : null;
+  if (!spec) return;
+  div.__lensOnSlider ||= (event) => {
+    const rows = div.__lensRows;
+    const i = Number(event && event.step && event.step.value);
+    if (!rows || !Number.isInteger(i) || i < 0 || i >= rows.queries) return;
+    const [restyle, relayout, traces] = rowUpdate(rows, div.data, i);
+    Plotly.update(div, restyle, relayout, traces);
+  };
+  const listening = div._ev && div._ev.listeners && div._ev.listeners("plotly_sliderchange").includes(div.__lensOnSlider);
+  if (!listening) div.on("plotly_sliderchange", div.__lensOnSlider);
+}

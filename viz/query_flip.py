@@ -1,0 +1,145 @@
+"""Every query of one head in the step-through's own chart: a slider under it flips queries in the browser.
+
+The step-through (``viz.query.query_step_figure``) shows one query row. This module adds what the page needs
+to show any other row of the same head without asking the server: the rows of every query (``QueryRows``),
+sent once with the figure as typed arrays, and a plotly slider (one step per query) whose steps do nothing by
+themselves (``method="skip"``). The chart's script (``ui/components/lens_chart/query_rows.js``) fills the
+chosen row into the traces the same way ``viz.query_frames.fill`` does on the server:
+
+    e_ij      = scores[i, j]                        # (S,) bars "q·k"
+    ẽ_ij      = scaled[i, j]                        # (S,) bars "scaled"
+    α_ij      = weights[i, j], blank where blocked   # (S,) bars "weight"; "×" markers at the blocked keys
+    α_ij v_j  = weights[i, j] * values[j, :]        # (S, Ev) heatmap "contributions" (the product in the browser)
+    o_i       = output[i, :]                        # (Ev,)  column "output" (summed here, as the server sums it)
+
+All float64, as the server's figure has them, so a row flipped to in the page shows the numbers, hover and
+written values the same query picked in the box shows (tests/test_browser.py compares the two in Chromium).
+Sent while the rows fit ``FLIP_BYTES`` (about 180 MiniLM tokens); longer texts pick the query in the box.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .matrix_traces import FLOAT64_MAX_CELLS
+from .query_frames import ALLOWED_COLOUR, TRACES, RowParts, bar_text
+from .theme import MASK_COLOUR
+
+FLIP_BYTES = 1_000_000  # the rows sent with one step-through at most (a query change today sends about 20 kB)
+SLIDER_PREFIX = "query "
+CLEAR = "rgba(0,0,0,0)"  # the step labels and ticks of a long slider (one tick per query would be a grey band)
+SLIDER_LABELS_MAX = 32  # step labels written under the rail up to this many queries (more: only the chosen one)
+
+
+@dataclass(frozen=True)
+class QueryRows:
+    """Every query row of one head as the step-through draws it (L queries, S keys, Ev value dims)."""
+
+    scores: np.ndarray  # (L, S) q·k, NaN where not finite
+    scaled: np.ndarray  # (L, S) scaled scores, NaN where not finite
+    weights: np.ndarray  # (L, S) softmax weights, 0 where not finite: what α_j v_j multiplies
+    blocked: np.ndarray  # (L, S) bool: masked or not finite (its bar grey, its weight blank, a "×")
+    values: np.ndarray  # (S, Ev) V
+    output: np.ndarray  # (L, Ev) o_i = Σ_j α_ij v_j
+    titles: tuple[str, ...]  # (L,) each row's chart title
+    texts: tuple | None  # (L, 3, S) the values written on the three bar panels; None when none are written
+
+    @property
+    def nbytes(self) -> int:
+        """About what the page is sent for these rows."""
+        arrays = self.scores.nbytes + self.scaled.nbytes + self.weights.nbytes + self.blocked.size
+        arrays += self.values.nbytes + self.output.nbytes + sum(len(t.encode("utf-8")) + 3 for t in self.titles)
+        if self.texts is not None:
+            arrays += sum(len(t) + 3 for row in self.texts for panel in row for t in panel)
+        return arrays
+
+    def row(self, i: int, show: bool) -> RowParts:
+        """Query ``i``'s ``RowParts``: what the server fills into the frame for it (``viz.query_frames.fill``)."""
+        weights = self.weights[i]
+        return RowParts(
+            scores=self.scores[i],
+            scaled=self.scaled[i],
+            weights=np.where(self.blocked[i], np.nan, weights),
+            blocked=self.blocked[i],
+            contributions=weights[:, None] * self.values,  # (S, Ev) α_j v_j
+            title=self.titles[i],
+            show=show,
+        )
+
+
+def query_rows(scores, scaled, weights, values, mask, titles: Sequence[str], show: bool) -> QueryRows:
+    """The rows of one head: scores, scaled, weights (L, S), V (S, Ev), mask (L, S) (True = may attend, or None),
+    a title per query; ``show``: values written on the bars. The same steps as ``query_step_figure`` per row."""
+    scores, scaled, weights, values = (np.asarray(a, dtype=np.float64) for a in (scores, scaled, weights, values))
+    blocked = ~np.isfinite(weights) if mask is None else (~np.asarray(mask, dtype=bool) | ~np.isfinite(weights))
+    finite = np.where(np.isfinite(weights), weights, 0.0)  # (L, S) as viz.query.query_contributions has it
+    scores_shown = np.where(np.isfinite(scores), scores, np.nan)
+    scaled_shown = np.where(np.isfinite(scaled), scaled, np.nan)
+    output = np.stack([(finite[i][:, None] * values).sum(axis=0) for i in range(len(finite))])  # (L, Ev), row by row
+    texts = None
+    if show:
+        weights_shown = np.where(blocked, np.nan, finite)
+        texts = tuple(
+            (bar_text(scores_shown[i]), bar_text(scaled_shown[i]), bar_text(weights_shown[i], blank_missing=True))
+            for i in range(len(finite))
+        )
+    return QueryRows(scores_shown, scaled_shown, finite, blocked, values, output, tuple(titles), texts)
+
+
+def fits(rows: QueryRows) -> bool:
+    """Whether the rows are sent with the figure (flipped in the browser) or the box alone picks the query."""
+    return rows.nbytes <= FLIP_BYTES and bool(np.isfinite(rows.values).all())
+
+
+def rows_spec(rows: QueryRows) -> dict:
+    """What the browser is sent (``ui.plotly_spec`` packs the arrays as raw bytes): the arrays, the traces' names,
+    the bars' two colours and whether the contributions heatmap holds float32 (``matrix_traces.compact``)."""
+    queries, keys = rows.weights.shape
+    return {
+        "queries": queries,
+        "keys": keys,
+        "dims": rows.values.shape[1],
+        "scores": rows.scores,
+        "scaled": rows.scaled,
+        "weights": rows.weights,
+        "blocked": rows.blocked.astype(np.uint8),
+        "values": rows.values,
+        "output": rows.output,
+        "titles": list(rows.titles),
+        "texts": None if rows.texts is None else [list(map(list, row)) for row in rows.texts],
+        "traces": dict(TRACES),
+        "colours": [ALLOWED_COLOUR, MASK_COLOUR],
+        "float32": rows.values.size > FLOAT64_MAX_CELLS,
+    }
+
+
+ROWS_ATTRIBUTE = "_attention_lens_rows"  # where a figure carries its rows (``ui.plotly_spec`` sends them)
+
+
+def with_flip(fig: go.Figure, rows: QueryRows, start: int) -> go.Figure:
+    """``fig`` (query ``start``'s step-through, a frame with a "masked" trace when any row has blocked keys) with
+    the query slider under it and ``rows`` attached for the browser."""
+    queries = len(rows.titles)
+    labels = queries <= SLIDER_LABELS_MAX
+    fig.layout.sliders = [
+        dict(
+            active=start,
+            steps=[dict(method="skip", label=str(i), value=str(i)) for i in range(queries)],
+            currentvalue=dict(prefix=SLIDER_PREFIX, visible=True),
+            pad=dict(t=40, b=10),
+            len=1.0,
+            **(dict(font=dict(size=11)) if labels else dict(font=dict(size=1, color=CLEAR), tickcolor=CLEAR)),
+        )
+    ]
+    fig.layout.margin.b = 150  # room for the slider under panel 4's key labels
+    setattr(fig, ROWS_ATTRIBUTE, rows_spec(rows))
+    return fig
+
+
+def flip_rows(fig) -> dict | None:
+    """The rows a figure carries for the browser (``with_flip``), or None."""
+    return getattr(fig, ROWS_ATTRIBUTE, None)
