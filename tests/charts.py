@@ -10,7 +10,8 @@ from ui import plotly_spec
 LENS_CHARTS = (
     "attention_lens_chart",
     "attention_lens_chart_click",
-)  # ui/chart.py: the chart, and the one that reports clicks
+    "attention_lens_chart_rows",
+)  # ui/chart.py: the chart, the one that reports clicks, the one that asks for a step-through's rows
 
 
 @dataclass(frozen=True)

@@ -591,3 +591,47 @@ def test_the_query_slider_flips_rows_in_the_browser_exactly_as_the_server_draws_
     no_errors(page)
     page.locator(".st-key-fig_query").screenshot(path=str(SHOTS / "query-flip.png"))
     page.close()
+
+
+ROWS_MAGIC = b"LNS2"  # a figure followed by its rows (ui/plotly_spec.py with_rows)
+
+
+def _carries_rows(frames) -> bool:
+    return any(ROWS_MAGIC in (f if isinstance(f, bytes) else f.encode("utf-8", "surrogateescape")) for f in frames)
+
+
+def _title_is(page, query: int) -> None:
+    page.wait_for_function(f"() => (({QUERY_STATE})() || {{}}).title.startsWith('Query {query} ')", timeout=20000)
+
+
+def test_the_rows_are_sent_once_and_asked_for_again_when_the_page_lacks_them(browser, url):
+    """The rows go with the step-through once (ui/chart.py): a query picked in the box afterwards names them by
+    their digest, and the slider still flips with the rows the page kept. Should the page lack them (here: pushed
+    out of its keep by other rows, query_rows.js ``remember``), a slider click asks, the server sends them with the
+    next figure, and the slider flips again."""
+    page, received = _query_page(browser, url, 0)
+    assert _carries_rows(received)
+    before = len(received)
+    page.get_by_label("Query token", exact=True).click()
+    page.keyboard.type("2: ")
+    page.keyboard.press("Enter")
+    _title_is(page, 2)
+    wait_idle(page)
+    assert len(received) > before and not _carries_rows(received[before:])  # named, not sent again
+    _slide_to(page, 4)
+    _title_is(page, 4)
+    module = page.evaluate(
+        "() => performance.getEntriesByType('resource').map(e => e.name).find(n => n.endsWith('/query_rows.js'))"
+    )
+    assert module
+    page.evaluate(
+        f"async () => {{ const m = await import('{module}'); for (let k = 0; k < 8; k++) m.remember('gone' + k, () => null); }}"
+    )
+    before = len(received)
+    _slide_to(page, 1)  # the page lacks the rows: nothing flips, it asks
+    wait_idle(page)
+    assert _carries_rows(received[before:])
+    _slide_to(page, 3)
+    _title_is(page, 3)
+    no_errors(page)
+    page.close()

@@ -35,11 +35,11 @@ from ui.settings import VIEW_LABELS
 
 pytestmark = pytest.mark.slow
 
-CHART = "bidi_component:attention_lens_chart"  # the app's charts (ui/chart.py), the clickable one too
+CHART = "bidi_component:attention_lens_chart"  # the app's charts (ui/chart.py), the clickable and rows ones too
 
 
 def charts(run) -> int:
-    return run.kinds[CHART] + run.kinds[CHART + "_click"]
+    return run.kinds[CHART] + run.kinds[CHART + "_click"] + run.kinds[CHART + "_rows"]
 
 
 TEXT = "The cat sat on the mat because it was tired."

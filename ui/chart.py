@@ -27,7 +27,7 @@ import streamlit as st
 import streamlit.components.v1 as components
 
 from . import plotly_js
-from .plotly_spec import Sent, spec_bytes, with_update
+from .plotly_spec import Sent, rows_digest, spec_bytes, with_rows, with_update
 
 PLOT_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
 FOLDER = Path(__file__).resolve().parent / "components" / "lens_chart"
@@ -76,6 +76,13 @@ _component = st.components.v2.component(
     js=_LOADER,
     isolate_styles=False,  # plotly.js puts its hover and modebar styles in the page's <head>
 )
+# the same chart that asks for a step-through's rows when the page lacks those its figure names (viz/query_flip.py)
+_with_rows = st.components.v2.component(
+    "attention_lens_chart_rows",
+    html=f'<div class="{CLASS}" style="width: 100%"></div>',
+    js=_LOADER,
+    isolate_styles=False,
+)
 # the same chart whose clicked cell comes back to Python (a click on any other chart changes nothing)
 _clickable = st.components.v2.component(
     "attention_lens_chart_click",
@@ -85,12 +92,13 @@ _clickable = st.components.v2.component(
 )
 
 
-def figure_bytes(fig, update=None) -> bytes:
+def figure_bytes(fig, update=None, *, rows: bool = True) -> bytes:
     """What is sent for ``fig``: a plain plotly Figure's packed spec (made once), else plotly's JSON of it.
     ``update`` (``viz.selection``: the chosen head's mark) follows a packed spec as is (the browser applies it),
-    else is applied here."""
+    else is applied here. ``rows``: a step-through's rows (``viz.query_flip``) go with it; False: the page has
+    them (the figure names them by their digest)."""
     if isinstance(fig, Sent):  # kept in the store as sent (ui.compute.figures)
-        return with_update(fig.packed, update)
+        return with_rows(with_update(fig.packed, update), fig.rows if rows else None)
     if type(fig) is go.Figure:
         return with_update(spec_bytes(fig), update)
     if update is not None:
@@ -110,11 +118,38 @@ def draw(fig, key: str, *, update=None, on_click: Callable[[dict], None] | None 
     ``on_click(point)``: a click on a data point calls it, before the rerun that follows, with
     ``{"x", "y", "trace"}`` (the trace's name); like a widget's ``on_change``, so it may set other
     widgets' values. A click on a chart without it changes nothing."""
+    if isinstance(fig, Sent) and fig.rows is not None:  # the Query inspector's step-through (viz/query_flip.py)
+        data = figure_bytes(fig, update, rows=_rows_needed(key, rows_digest(fig.rows)))
+        _with_rows(key=key, data=data, on_rows_change=lambda: _rows_missing(key))
+        return
     data = figure_bytes(fig, update)
     if on_click is None:
         _component(key=key, data=data)
         return
     _clickable(key=key, data=data, on_click_change=lambda: _clicked(key, on_click))
+
+
+# A step-through's rows (every query of a head: 0.1-1 MB) are sent once to a page, not on every rerun: the session
+# keeps the digests of the rows it sent each chart lately, and a figure whose rows the page has names them by their
+# digest alone. The page keeps more rows than that (query_rows.js); should it lack some all the same (a rerun that
+# replaced the one that carried them before it left), it asks, and they come again.
+ROWS_SENT = "_lens_rows_sent"  # session state: chart key -> the digests of the rows sent lately, oldest first
+ROWS_REMEMBERED = 3  # per chart (the page keeps query_rows.js KEPT_ROWS of them)
+
+
+def _rows_needed(key: str, digest: str) -> bool:
+    """Whether the rows ``digest`` names must go with the figure (not sent to this chart lately); noted as sent."""
+    sent = st.session_state.setdefault(ROWS_SENT, {}).setdefault(key, [])
+    if digest in sent:
+        return False
+    sent.append(digest)
+    del sent[:-ROWS_REMEMBERED]
+    return True
+
+
+def _rows_missing(key: str) -> None:
+    """The page lacks rows this chart named: the next figure sends its rows again."""
+    st.session_state.setdefault(ROWS_SENT, {})[key] = []
 
 
 def clicked_point(value) -> dict | None:

@@ -71,16 +71,45 @@ def _spec(fig: go.Figure) -> dict:
     return spec
 
 
-def _sendable(fig: go.Figure) -> dict:
-    """``_spec(fig)`` and, for a step-through that flips its queries in the browser, the rows it flips through
-    (``viz.query_flip.with_flip``) as ``ROWS_KEY``: their arrays packed as bytes like the figure's."""
+def _sendable(fig: go.Figure) -> tuple[dict, bytes | None]:
+    """``_spec(fig)`` and, for a step-through that flips its queries in the browser (``viz.query_flip.with_flip``),
+    the rows it flips through, packed on their own (``pack`` of ``{"rows": ...}``: arrays as bytes). The figure
+    names them by their digest (``ROWS_KEY``: ``{"digest": ...}``), so a page that has them is not sent them again
+    (``ui.chart``)."""
     spec = _spec(fig)
     rows = flip_rows(fig)
-    if rows is not None:
-        extra = {ROWS_KEY: _containers(rows)}
-        convert_to_base64(extra)
-        spec[ROWS_KEY] = extra[ROWS_KEY]
-    return spec
+    if rows is None:
+        return spec, None
+    extra = {"rows": _containers(rows)}
+    convert_to_base64(extra)
+    packed = pack(extra)
+    spec[ROWS_KEY] = {"digest": _meta(packed)["digest"]}
+    return spec, packed
+
+
+def rows_digest(packed_rows: bytes) -> str:
+    """The digest a figure names its rows by (``_sendable``)."""
+    return _meta(packed_rows)["digest"]
+
+
+MAGIC_ROWS = b"LNS2"  # a packed figure followed by the rows it names: see ``with_rows``
+
+
+def with_rows(first: bytes, rows: bytes | None) -> bytes:
+    """What is sent for a figure and its rows: ``MAGIC_ROWS`` | u32 length of ``first`` | ``first`` (``pack``'s bytes,
+    perhaps with an update) | ``rows`` (``pack``'s bytes of the rows). ``rows`` None: ``first`` as it is (the page
+    has them: the figure's digest names them)."""
+    if rows is None:
+        return first
+    return MAGIC_ROWS + struct.pack("<I", len(first)) + first + rows
+
+
+def _parts(data: bytes) -> tuple[bytes, bytes | None]:
+    """(the figure's bytes, the rows' bytes or None) of what ``with_rows`` made."""
+    if not data.startswith(MAGIC_ROWS):
+        return data, None
+    (length,) = struct.unpack_from("<I", data, 4)
+    return data[8 : 8 + length], data[8 + length :]
 
 
 def _containers(value):
@@ -153,6 +182,7 @@ def with_update(packed: bytes, update) -> bytes:
 
 def update_of(data: bytes):
     """The update that follows a packed figure ([restyle, relayout]), or None."""
+    data, _ = _parts(data)
     if not data.startswith(MAGIC):
         return None
     end = _meta(data)["end"]
@@ -227,7 +257,13 @@ def _put_label_grids(figure: dict, grids: list) -> None:
 
 
 def unpack(data: bytes) -> dict:
-    """plotly's own figure dict from what ``pack`` sent (or from plain JSON): each bdata base64 again."""
+    """plotly's own figure dict from what ``pack`` sent (or from plain JSON): each bdata base64 again. Rows sent
+    with it (``with_rows``) are put in place of the digest that names them (``ROWS_KEY``)."""
+    data, rows = _parts(data)
+    if rows is not None:
+        figure = unpack(data)
+        figure[ROWS_KEY] = unpack(rows)["rows"]
+        return figure
     if not data.startswith(MAGIC):
         return json.loads(data)
     meta = _meta(data)
@@ -277,7 +313,8 @@ def spec_bytes(fig: go.Figure) -> bytes:
     nobody changes after they are built (every figure of ``ui.compute.figures``)."""
     kept = getattr(fig, _ATTRIBUTE, None)
     if kept is None:
-        kept = pack(_sendable(fig))
+        spec, rows = _sendable(fig)
+        kept = with_rows(pack(spec), rows)  # a figure sent once: its rows with it
         setattr(fig, _ATTRIBUTE, kept)
     return kept
 
@@ -292,7 +329,7 @@ def prepare(figs: dict) -> dict:
 def json_bytes(fig) -> int:
     """Bytes of what is kept on ``fig`` to send (0 before it was shown or prepared)."""
     if isinstance(fig, Sent):
-        return len(fig.packed)
+        return len(fig.packed) + len(fig.rows or b"")
     kept = getattr(fig, _ATTRIBUTE, None)
     return 0 if kept is None else len(kept)
 
@@ -308,13 +345,14 @@ class Sent:
     full pass (0.1-0.3 s with every session waiting), and Python's allocator kept the pages they had filled after
     the visitors left (benchmarks/REPORT.md section 7, "fourteenth"). Bytes are one object each."""
 
-    __slots__ = ("packed", "sliders")
+    __slots__ = ("packed", "rows", "sliders")
 
     def __init__(self, fig: go.Figure) -> None:
-        spec = _sendable(fig)
+        spec, rows = _sendable(fig)
         sliders = spec["layout"].get("sliders")
         self.sliders = json.loads(to_json_plotly(sliders)) if sliders else []
-        self.packed = getattr(fig, _ATTRIBUTE, None) or pack(spec)
+        kept = getattr(fig, _ATTRIBUTE, None)
+        self.packed, self.rows = _parts(kept) if kept is not None else (pack(spec), rows)
 
     def figure(self) -> go.Figure:
         """The plotly Figure these bytes draw, its arrays numpy arrays again (a new one each call: downloads

@@ -18,7 +18,7 @@
 // which hands over the settings: where plotly.js may be fetched from, best first, and the modebar's
 // configuration.
 
-import { attach as attachRows } from "./query_rows.js";
+import { attach as attachRows, remember as rememberRows } from "./query_rows.js";
 
 const decoder = new TextDecoder();
 let loading = null; // one load of plotly.js for the whole page: {route, plotly}
@@ -69,15 +69,32 @@ function bytesOf(data) {
 }
 
 const MAGIC = [0x4c, 0x4e, 0x53, 0x31]; // "LNS1": a packed figure (ui/plotly_spec.py)
+const MAGIC_ROWS = [0x4c, 0x4e, 0x53, 0x32]; // "LNS2": a packed figure, then the rows it names (ui/plotly_spec.py with_rows)
 
 // What arrived, as {key, figureKey, read, update}: `figureKey` says whether it is the figure already drawn (a
 // packed figure's digest, else the JSON text itself), `key` whether anything changed (the figure or its update);
 // `read()` gives the figure, `update` the [restyle, relayout] to apply after it (or null). null when nothing
-// came (the preload chart).
+// came (the preload chart). `rows`: a step-through's rows that came with it ({digest, read}), else null.
+
 function received(data) {
   if (typeof data === "string") return data ? whole(data) : null;
-  const bytes = bytesOf(data);
+  let bytes = bytesOf(data);
   if (!bytes || !bytes.length) return null;
+  let rows = null;
+  if (bytes.length >= 8 && MAGIC_ROWS.every((b, i) => bytes[i] === b)) {
+    // a step-through's rows (viz/query_flip.py): remembered by their digest, read when a slider first needs them
+    const length = new DataView(bytes.buffer, bytes.byteOffset + 4, 4).getUint32(0, true);
+    const part = bytes.subarray(8 + length);
+    const meta = JSON.parse(decoder.decode(part.subarray(8, 8 + new DataView(part.buffer, part.byteOffset + 4, 4).getUint32(0, true))));
+    rows = { digest: meta.digest, read: () => unpack(part, meta).rows };
+    bytes = bytes.subarray(8, 8 + length);
+  }
+  const arrived = packedOrWhole(bytes);
+  arrived.rows = rows;
+  return arrived;
+}
+
+function packedOrWhole(bytes) {
   if (bytes.length < 8 || MAGIC.some((b, i) => bytes[i] !== b)) return whole(decoder.decode(bytes));
   const length = new DataView(bytes.buffer, bytes.byteOffset + 4, 4).getUint32(0, true);
   const meta = JSON.parse(decoder.decode(bytes.subarray(8, 8 + length)));
@@ -340,6 +357,7 @@ export function render(component, settings, base) {
     plotly(settings, base, []).catch(() => {}); // a failure is said by the first chart that needs it
     return undefined;
   }
+  if (arrived.rows) rememberRows(arrived.rows.digest, arrived.rows.read);
   if (div.__lensKey !== arrived.key) {
     div.__lensKey = arrived.key;
     div.__lensToken = (div.__lensToken || 0) + 1;

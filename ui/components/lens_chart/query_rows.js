@@ -62,13 +62,42 @@ export function rowUpdate(rows, data, i) {
   return [restyle, { "title.text": rows.titles[i] }, traces];
 }
 
-// Listen to the chart's slider: each chosen step fills its query from the rows of the figure drawn last. Checked
-// after every draw, like chart.js's clicks: a chart purged and drawn again has lost its handlers.
-export function attach(div, spec, Plotly) {
-  div.__lensRows = spec ? readRows(spec) : null;
-  if (!spec) return;
+// Rows by their digest, for every chart of the page: the server sends a chart's rows once and names them by their
+// digest afterwards (ui/chart.py remembers ROWS_REMEMBERED per chart; the page keeps more). Read on first use.
+const KEPT_ROWS = 6;
+const kept = new Map(); // digest -> {read, rows}, oldest first
+
+export function remember(digest, read) {
+  if (kept.has(digest)) return;
+  kept.set(digest, { read, rows: null });
+  while (kept.size > KEPT_ROWS) kept.delete(kept.keys().next().value);
+}
+
+function lookup(digest) {
+  const entry = kept.get(digest);
+  if (!entry) return null;
+  entry.rows ||= readRows(entry.read());
+  return entry.rows;
+}
+
+function ask(div, digest) {
+  // Once per digest and chart: ui/chart.py's "rows" trigger makes the next figure carry them.
+  if (!digest || div.__lensAskedRows === digest || !div.__lensComponent) return;
+  div.__lensAskedRows = digest;
+  div.__lensComponent.setTriggerValue("rows", digest);
+}
+
+// Listen to the chart's slider: each chosen step fills its query from the rows the figure drawn last names. Checked
+// after every draw, like chart.js's clicks: a chart purged and drawn again has lost its handlers. Rows the page does
+// not have (their message replaced by a newer one before it left the server) are asked for, once: the server sends
+// them with the next figure.
+export function attach(div, named, Plotly) {
+  const digest = (div.__lensNamedRows = (named && named.digest) || null);
+  if (!digest) return;
+  if (!lookup(digest)) ask(div, digest);
   div.__lensOnSlider ||= (event) => {
-    const rows = div.__lensRows;
+    const rows = div.__lensNamedRows && lookup(div.__lensNamedRows); // (rows asked for may have come since)
+    if (!rows) ask(div, div.__lensNamedRows);
     const i = Number(event && event.step && event.step.value);
     if (!rows || !Number.isInteger(i) || i < 0 || i >= rows.queries) return;
     const [restyle, relayout, traces] = rowUpdate(rows, div.data, i);
