@@ -11,6 +11,9 @@
 // A packed figure may be followed by an update, [restyle, relayout], that marks the chosen head on a figure
 // kept for every head (viz/selection.py): it is applied with Plotly.update to the chart already drawn, so a
 // head change redraws a title or an outline, not the figure.
+// The Query inspector's step-through comes with the rows of every query of its head, packed after it ("LNS2",
+// once per page: later figures name them by their digest); query_rows.js keeps them and fills the row its slider
+// chooses (viz/query_flip.py).
 // plotly.js is served by this app's own server (no CDN): the cartesian bundle in static/, else the full one
 // of the plotly package (ui/plotly_js.py).
 
