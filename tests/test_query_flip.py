@@ -117,7 +117,41 @@ def test_the_view_s_figure_flips_and_a_query_that_blocks_nothing_gets_the_frame_
     last = figures_for_trace(trace, "query", query=n - 1)["query"]
     assert len(last.layout.sliders[0].steps) == n and flip_rows(last)["queries"] == n
     assert [len(t.x) for t in last.data if t.name == TRACES["masked"]] == [0]  # there, empty: other rows fill it
+    exported = figures_for_trace(trace, "query", query=n - 1, flip_queries=False)[
+        "query"
+    ]  # viz/export.py: no app to fill
+    assert not exported.layout.sliders and flip_rows(exported) is None
+    monkeypatch.setattr(query_flip, "HEAD_ROWS", query_flip.HeadRows())
     monkeypatch.setattr(query_flip, "FLIP_BYTES", 1)
     alone = figures_for_trace(trace, "query", query=n - 1)["query"]
     assert not alone.layout.sliders and flip_rows(alone) is None
     assert TRACES["masked"] not in [t.name for t in alone.data]
+
+
+def test_every_query_of_a_head_shares_one_rows_dict_packed_once(monkeypatch):
+    from attention_core.pipeline import run_trace
+    from attention_core.request import TraceRequest
+    from viz.views import figures_for_trace
+
+    monkeypatch.setattr(query_flip, "HEAD_ROWS", query_flip.HeadRows())
+    trace = run_trace(TraceRequest(text="The cat sat on the mat.", mask="causal"))  # the bundled MiniLM
+    first = figures_for_trace(trace, "query", query=1)["query"]
+    second = figures_for_trace(trace, "query", query=4)["query"]
+    assert flip_rows(first) is flip_rows(second)  # built once for the head
+    sent = plotly_spec.Sent(first), plotly_spec.Sent(second)
+    assert sent[0].rows is sent[1].rows  # packed once
+    other_head = figures_for_trace(trace, "query", head=1, query=1)["query"]
+    written = figures_for_trace(trace, "query", query=1, show_values=True)["query"]
+    assert flip_rows(other_head) is not flip_rows(first) and flip_rows(written)["texts"] is not None
+    again = run_trace(TraceRequest(text="The cat sat on the mat.", mask="none"))  # new numbers, same shapes
+    unmasked = flip_rows(figures_for_trace(again, "query", query=1)["query"])
+    assert unmasked is not flip_rows(first) and not unmasked["blocked"].any()
+
+
+def test_the_kept_rows_are_the_last_few_and_hold_their_arrays():
+    kept = query_flip.HeadRows(kept=2)
+    arrays = [np.zeros(3), np.ones(3)]
+    made = [kept.get((a,), ["t"], False, lambda a=a: {"of": a}) for a in arrays]
+    assert kept.get((arrays[0],), ["t"], False, lambda: {"new": 1}) is made[0]
+    assert kept.get((arrays[0],), ["t"], True, lambda: {"new": 2}) == {"new": 2}  # values written: their own
+    assert kept.get((arrays[1],), ["t"], False, lambda: {"new": 3}) == {"new": 3}  # the oldest went

@@ -36,6 +36,8 @@ import base64
 import hashlib
 import json
 import struct
+import threading
+from collections import OrderedDict
 
 import numpy as np
 import plotly.graph_objects as go
@@ -80,11 +82,30 @@ def _sendable(fig: go.Figure) -> tuple[dict, bytes | None]:
     rows = flip_rows(fig)
     if rows is None:
         return spec, None
+    packed = _packed_rows(rows)
+    spec[ROWS_KEY] = {"digest": _meta(packed)["digest"]}
+    return spec, packed
+
+
+_ROWS_PACKED: OrderedDict = OrderedDict()  # id(rows) -> (rows, their bytes): the last few, shared by the figures
+_ROWS_LOCK = threading.Lock()  # of one head's queries (viz.query_flip.HEAD_ROWS hands them the same dict)
+
+
+def _packed_rows(rows: dict) -> bytes:
+    """``pack`` of ``{"rows": rows}``, made once per rows dict (held while kept, so its id stays its own)."""
+    with _ROWS_LOCK:
+        hit = _ROWS_PACKED.get(id(rows))
+        if hit is not None and hit[0] is rows:
+            _ROWS_PACKED.move_to_end(id(rows))
+            return hit[1]
     extra = {"rows": _containers(rows)}
     convert_to_base64(extra)
     packed = pack(extra)
-    spec[ROWS_KEY] = {"digest": _meta(packed)["digest"]}
-    return spec, packed
+    with _ROWS_LOCK:
+        _ROWS_PACKED[id(rows)] = (rows, packed)
+        while len(_ROWS_PACKED) > 4:
+            _ROWS_PACKED.popitem(last=False)
+    return packed
 
 
 def rows_digest(packed_rows: bytes) -> str:

@@ -19,8 +19,11 @@ Sent while the rows fit ``FLIP_BYTES`` (about 180 MiniLM tokens); longer texts p
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -120,9 +123,9 @@ def rows_spec(rows: QueryRows) -> dict:
 ROWS_ATTRIBUTE = "_attention_lens_rows"  # where a figure carries its rows (``ui.plotly_spec`` sends them)
 
 
-def with_flip(fig: go.Figure, rows: QueryRows, start: int) -> go.Figure:
+def with_flip(fig: go.Figure, rows: QueryRows, start: int, sent: dict | None = None) -> go.Figure:
     """``fig`` (query ``start``'s step-through, a frame with a "masked" trace when any row has blocked keys) with
-    the query slider under it and ``rows`` attached for the browser."""
+    the query slider under it and ``rows`` attached for the browser (``sent``: their ``rows_spec``, when kept)."""
     queries = len(rows.titles)
     labels = queries <= SLIDER_LABELS_MAX
     fig.layout.sliders = [
@@ -136,10 +139,59 @@ def with_flip(fig: go.Figure, rows: QueryRows, start: int) -> go.Figure:
         )
     ]
     fig.layout.margin.b = 150  # room for the slider under panel 4's key labels
-    setattr(fig, ROWS_ATTRIBUTE, rows_spec(rows))
+    setattr(fig, ROWS_ATTRIBUTE, rows_spec(rows) if sent is None else sent)
     return fig
 
 
 def flip_rows(fig) -> dict | None:
     """The rows a figure carries for the browser (``with_flip``), or None."""
     return getattr(fig, ROWS_ATTRIBUTE, None)
+
+
+class HeadRows:
+    """The last ``kept`` heads' rows (``QueryRows`` and its ``rows_spec``, or None where they do not ``fit``), so that
+    every query of a head shares them: built once, and
+    packed once (``ui.plotly_spec`` packs a dict it has seen by its identity), however many queries are shown or
+    built ahead. Keyed by the arrays' addresses, the arrays held while their entry is kept (so no other array can
+    take an address meanwhile), the tokens and whether values are written. Shared by every session; locked."""
+
+    def __init__(self, kept: int = 4) -> None:
+        self._kept, self._entries, self._lock = kept, OrderedDict(), threading.Lock()
+
+    def get(self, arrays: Sequence, tokens: Sequence[str], show: bool, build: Callable[[], Any]) -> Any:
+        key = (*(_address(a) for a in arrays), tuple(tokens), show)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                return entry[1]
+        made = build()
+        with self._lock:
+            self._entries[key] = (tuple(arrays), made)  # the arrays themselves: their addresses stay theirs
+            self._entries.move_to_end(key)
+            while len(self._entries) > self._kept:
+                self._entries.popitem(last=False)
+        return made
+
+
+def _address(array) -> tuple | None:
+    """Where an array's numbers are, its shape, strides and dtype (None for None)."""
+    if array is None:
+        return None
+    array = np.asarray(array)
+    return (array.__array_interface__["data"][0], array.shape, array.strides, array.dtype.str)
+
+
+HEAD_ROWS = HeadRows()
+
+
+def head_rows(head, tokens: Sequence[str], titles: Callable[[], Sequence[str]], show: bool) -> tuple | None:
+    """(``QueryRows``, its ``rows_spec``) of one head (a ``HeadTrace``: scores, scaled, weights, v, mask), kept for its
+    other queries (``HEAD_ROWS``); None when they do not ``fit`` (the box alone picks the query)."""
+
+    def build():
+        rows = query_rows(head.scores, head.scaled, head.weights, head.v, head.mask, titles(), show)
+        return (rows, rows_spec(rows)) if fits(rows) else None
+
+    arrays = (head.scores, head.scaled, head.weights, head.v, head.mask)
+    return HEAD_ROWS.get(arrays, tokens, show, build)

@@ -35,7 +35,7 @@ from .heatmaps import token_matrix_heatmap, weight_matrix_heatmap
 from .labels import plain_labels
 from .lines import attention_lines, attention_lines_flip
 from .query import query_contributions, query_step_figure, row_title, writes_values
-from .query_flip import fits, query_rows, with_flip
+from .query_flip import head_rows, with_flip
 from .query_frames import TRACES, fill
 from .rollout import attention_rollout, rollout_heatmap
 from .scores import attention_heatmap, score_heatmap
@@ -186,7 +186,9 @@ def _compare_figures(trace: ModelTrace, h: int, tokens: list[str], show_values: 
     }
 
 
-def _query_figures(head: HeadTrace, tokens: list[str], i: int, show_values: bool | None, theme: str) -> dict:
+def _query_figures(
+    head: HeadTrace, tokens: list[str], i: int, show_values: bool | None, theme: str, flip_queries: bool = True
+) -> dict:
     def step(q: int):  # query q's step-through, as the box picks it
         return query_step_figure(
             head.scores[q],
@@ -202,16 +204,18 @@ def _query_figures(head: HeadTrace, tokens: list[str], i: int, show_values: bool
         )
 
     fig = step(i)
+    if not flip_queries:
+        return {"query": fig}
     show = writes_values(len(tokens), show_values)
-    titles = [row_title(token, q) for q, token in enumerate(tokens)]
-    rows = query_rows(head.scores, head.scaled, head.weights, head.v, head.mask, titles, show)
-    if not fits(rows):
-        return {"query": fig}  # picked in the box alone
+    kept = head_rows(head, tokens, lambda: [row_title(token, q) for q, token in enumerate(tokens)], show)
+    if kept is None:
+        return {"query": fig}  # too long to send every row: picked in the box alone
+    rows, sent = kept
     if rows.blocked.any() and not any(trace.name == TRACES["masked"] for trace in fig.data):
         # query i blocks no key but others do: i's numbers in the frame of one that does (its "×" trace empty)
         other = int(np.flatnonzero(rows.blocked.any(axis=1))[0])
         fig = fill(step(other).to_dict(), rows.row(i, show))
-    return {"query": with_flip(fig, rows, i)}
+    return {"query": with_flip(fig, rows, i, sent)}
 
 
 def _rollout_figures(trace: ModelTrace, tokens: list[str], rollout, show_values: bool | None, theme: str) -> dict:
@@ -241,6 +245,7 @@ def figures_for_trace(
     threshold: float = 0.05,
     precomputed: dict[str, np.ndarray] | None = None,
     only: tuple[str, ...] | None = None,
+    flip_queries: bool = True,
 ) -> dict[str, go.Figure]:
     """Every figure of ``view`` for ``trace``, by stable name (see the module docstring).
 
@@ -251,7 +256,9 @@ def figures_for_trace(
     keeps once per capture ("overview_<statistic>" (layers, H), "rollout" (L, L)): they are used as is.
     ``only`` (derivation, heads) builds just the named figures, for a page that draws steps when opened; the
     heads view also has ``overview_switch`` (every statistic in one chart, buttons switch it in the browser,
-    starting at ``statistic``), built only when named.
+    starting at ``statistic``), built only when named. ``flip_queries`` (query view): the step-through with its query slider
+    and every row for the page to fill (``viz.query_flip``); False: the chosen query's alone (an export, where
+    nothing would fill them).
     """
     precomputed = precomputed or {}
     _check_view(view)
@@ -265,7 +272,7 @@ def figures_for_trace(
     if view == "heads":
         return _heads_figures(trace, h, tokens, statistic, precomputed, show_values, theme, only)
     if view == "query":
-        return _query_figures(core_head, tokens, _query_index(trace, query), show_values, theme)
+        return _query_figures(core_head, tokens, _query_index(trace, query), show_values, theme, flip_queries)
     if view == "lines":
         if query is None:  # every head of the layer, flipped by a slider in the browser
             flip = attention_lines_flip(
