@@ -307,3 +307,23 @@ def test_every_control_of_the_sidebar_belongs_to_one_group_of_controls():
 
 
 WIDGET_KINDS = ("slider", "radio", "selectbox", "multiselect", "checkbox", "number_input", "text_area", "text_input")
+
+
+def test_the_query_inspector_says_whether_its_chart_flips_queries(app, monkeypatch):
+    """The step-through carries its query slider and rows while they fit (viz/query_flip.py) and says so; past
+    the budget it says to pick in the box, and the chart has no slider."""
+    import viz.query_flip as query_flip
+    from ui.views.query import FLIP_NOTE, NO_FLIP_NOTE
+
+    app.segmented_control(key="view").set_value("query")
+    ok(app.run())
+    figure = charts.figure(app, "fig_query")
+    assert len(figure["layout"]["sliders"][0]["steps"]) > 3 and "lens_rows" in figure
+    assert FLIP_NOTE in [c.value for c in app.caption]
+    monkeypatch.setattr(query_flip, "HEAD_ROWS", query_flip.HeadRows())
+    monkeypatch.setattr(query_flip, "FLIP_BYTES", 1)
+    app.selectbox(key="query").set_value(2)
+    ok(app.run())
+    figure = charts.figure(app, "fig_query")
+    assert "sliders" not in figure["layout"] and "lens_rows" not in figure
+    assert NO_FLIP_NOTE in [c.value for c in app.caption] and FLIP_NOTE not in [c.value for c in app.caption]

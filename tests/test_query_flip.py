@@ -105,6 +105,7 @@ def test_a_long_slider_hides_its_step_labels():
         patch.setattr(query_flip, "SLIDER_LABELS_MAX", N - 1)
         long = with_flip(_figure(head, 0), rows, 0).layout.sliders[0]
     assert long.font.color == query_flip.CLEAR and long.tickcolor == query_flip.CLEAR
+    assert long.currentvalue.font.color not in (None, query_flip.CLEAR) and long.currentvalue.font.size > 10
 
 
 def test_the_view_s_figure_flips_and_a_query_that_blocks_nothing_gets_the_frame_with_the_cross(monkeypatch):

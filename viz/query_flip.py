@@ -132,13 +132,14 @@ def with_flip(fig: go.Figure, rows: QueryRows, start: int, sent: dict | None = N
         dict(
             active=start,
             steps=[dict(method="skip", label=str(i), value=str(i)) for i in range(queries)],
-            currentvalue=dict(prefix=SLIDER_PREFIX, visible=True),
+            # its own font: the step labels' may be hidden, and the current value follows them otherwise
+            currentvalue=dict(prefix=SLIDER_PREFIX, visible=True, font=dict(size=13, color=fig.layout.font.color or "#222")),
             pad=dict(t=40, b=10),
             len=1.0,
             **(dict(font=dict(size=11)) if labels else dict(font=dict(size=1, color=CLEAR), tickcolor=CLEAR)),
         )
     ]
-    fig.layout.margin.b = 150  # room for the slider under panel 4's key labels
+    fig.layout.margin.b = 150 if labels else 120  # room for the slider (and its step labels) under the key labels
     setattr(fig, ROWS_ATTRIBUTE, rows_spec(rows) if sent is None else sent)
     return fig
 

@@ -81,8 +81,8 @@ def _step(trace: ModelTrace, settings: Settings, labels: list[str], i: int) -> N
 
 FLIP_NOTE = (
     "The slider under the chart steps through every query of this head in your browser, with no wait for the "
-    "server; the box above picks the query the rest of this view follows (its largest weights, the query set, "
-    "the temperature), and the link and downloads keep."
+    "server. The box above sets the query that the rest of this view (largest weights, query set, temperature), "
+    "the link and the downloads follow."
 )
 NO_FLIP_NOTE = (
     f"Pick the query in the box above: at this length the rows of every query (more than "
