@@ -133,7 +133,9 @@ def with_flip(fig: go.Figure, rows: QueryRows, start: int, sent: dict | None = N
             active=start,
             steps=[dict(method="skip", label=str(i), value=str(i)) for i in range(queries)],
             # its own font: the step labels' may be hidden, and the current value follows them otherwise
-            currentvalue=dict(prefix=SLIDER_PREFIX, visible=True, font=dict(size=13, color=fig.layout.font.color or "#222")),
+            currentvalue=dict(
+                prefix=SLIDER_PREFIX, visible=True, font=dict(size=13, color=fig.layout.font.color or "#222")
+            ),
             pad=dict(t=40, b=10),
             len=1.0,
             **(dict(font=dict(size=11)) if labels else dict(font=dict(size=1, color=CLEAR), tickcolor=CLEAR)),
