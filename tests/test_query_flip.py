@@ -149,10 +149,29 @@ def test_every_query_of_a_head_shares_one_rows_dict_packed_once(monkeypatch):
     assert unmasked is not flip_rows(first) and not unmasked["blocked"].any()
 
 
-def test_the_kept_rows_are_the_last_few_and_hold_their_arrays():
+def test_the_kept_rows_are_the_last_few_and_keep_no_array_alive():
+    import gc
+    import weakref
+
     kept = query_flip.HeadRows(kept=2)
-    arrays = [np.zeros(3), np.ones(3)]
-    made = [kept.get((a,), ["t"], False, lambda a=a: {"of": a}) for a in arrays]
-    assert kept.get((arrays[0],), ["t"], False, lambda: {"new": 1}) is made[0]
-    assert kept.get((arrays[0],), ["t"], True, lambda: {"new": 2}) == {"new": 2}  # values written: their own
-    assert kept.get((arrays[1],), ["t"], False, lambda: {"new": 3}) == {"new": 3}  # the oldest went
+    arrays = [np.zeros((2, 3)), np.ones((2, 3))]
+    made = [kept.get((a[0],), ["t"], False, lambda a=a: {"of": 1}) for a in arrays]  # views, as a HeadTrace holds
+    assert kept.get((arrays[0][0],), ["t"], False, lambda: {"new": 1}) is made[0]  # a new view of the same numbers
+    assert kept.get((arrays[0][0],), ["t"], True, lambda: {"new": 2}) == {"new": 2}  # values written: their own
+    assert kept.get((arrays[1][0],), ["t"], False, lambda: {"new": 3}) == {"new": 3}  # the oldest went
+    owner = weakref.ref(arrays[0])
+    del arrays[0]
+    gc.collect()
+    assert owner() is None  # the kept rows held it weakly
+    again = np.zeros((2, 3))
+    assert kept.get((again[0],), ["t"], True, lambda: {"new": 4}) == {"new": 4}  # (its address may be the old one)
+
+
+def test_a_head_too_long_to_send_builds_and_keeps_nothing(monkeypatch):
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(query_flip, "HEAD_ROWS", query_flip.HeadRows())
+    n = 400  # 3 x 400 x 400 float64 tables: 3.8 MB
+    head = SimpleNamespace(scores=np.zeros((n, n)), scaled=np.zeros((n, n)), weights=np.zeros((n, n)))
+    titles = lambda: pytest.fail("built")  # noqa: E731 - a title list asked for means the rows were built
+    assert query_flip.head_rows(head, ["t"] * n, titles, False) is None and len(query_flip.HEAD_ROWS) == 0

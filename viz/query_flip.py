@@ -20,6 +20,7 @@ Sent while the rows fit ``FLIP_BYTES`` (about 180 MiniLM tokens); longer texts p
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -152,11 +153,12 @@ def flip_rows(fig) -> dict | None:
 
 
 class HeadRows:
-    """The last ``kept`` heads' rows (``QueryRows`` and its ``rows_spec``, or None where they do not ``fit``), so that
-    every query of a head shares them: built once, and
-    packed once (``ui.plotly_spec`` packs a dict it has seen by its identity), however many queries are shown or
-    built ahead. Keyed by the arrays' addresses, the arrays held while their entry is kept (so no other array can
-    take an address meanwhile), the tokens and whether values are written. Shared by every session; locked."""
+    """The last ``kept`` heads' rows (``QueryRows`` and its ``rows_spec``), so that every query of a head shares them:
+    built once, and packed once (``ui.plotly_spec`` packs a dict it has seen by its identity), however many queries
+    are shown or built ahead. Keyed by where the arrays' numbers are (address, shape, strides, dtype), the tokens and
+    whether values are written. An entry holds weak references to the arrays' owners, not the arrays: it keeps no
+    trace alive, and one whose owner is gone (its address free for another array) is never taken. Arrays whose
+    owner takes no weak reference are not kept. Shared by every session; locked."""
 
     def __init__(self, kept: int = 4) -> None:
         self._kept, self._entries, self._lock = kept, OrderedDict(), threading.Lock()
@@ -165,16 +167,22 @@ class HeadRows:
         key = (*(_address(a) for a in arrays), tuple(tokens), show)
         with self._lock:
             entry = self._entries.get(key)
-            if entry is not None:
+            if entry is not None and all(ref() is not None for ref in entry[0]):
                 self._entries.move_to_end(key)
                 return entry[1]
         made = build()
+        refs = _owners(arrays)
+        if refs is None:
+            return made
         with self._lock:
-            self._entries[key] = (tuple(arrays), made)  # the arrays themselves: their addresses stay theirs
+            self._entries[key] = (refs, made)
             self._entries.move_to_end(key)
             while len(self._entries) > self._kept:
                 self._entries.popitem(last=False)
         return made
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 def _address(array) -> tuple | None:
@@ -183,6 +191,23 @@ def _address(array) -> tuple | None:
         return None
     array = np.asarray(array)
     return (array.__array_interface__["data"][0], array.shape, array.strides, array.dtype.str)
+
+
+def _owners(arrays: Sequence) -> tuple | None:
+    """Weak references to the objects that own the arrays' numbers (a view's base, all the way down); None when
+    one cannot be referenced weakly."""
+    refs = []
+    for array in arrays:
+        if array is None:
+            continue
+        owner = array
+        while isinstance(owner, np.ndarray) and owner.base is not None:
+            owner = owner.base
+        try:
+            refs.append(weakref.ref(owner))
+        except TypeError:
+            return None
+    return tuple(refs)
 
 
 HEAD_ROWS = HeadRows()
@@ -196,5 +221,8 @@ def head_rows(head, tokens: Sequence[str], titles: Callable[[], Sequence[str]], 
         rows = query_rows(head.scores, head.scaled, head.weights, head.v, head.mask, titles(), show)
         return (rows, rows_spec(rows)) if fits(rows) else None
 
+    queries, keys = np.shape(head.weights)
+    if 3 * queries * keys * 8 > FLIP_BYTES:  # the three score tables alone: too long, nothing built or kept
+        return None
     arrays = (head.scores, head.scaled, head.weights, head.v, head.mask)
     return HEAD_ROWS.get(arrays, tokens, show, build)
