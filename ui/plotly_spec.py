@@ -74,10 +74,8 @@ def _spec(fig: go.Figure) -> dict:
 
 
 def _sendable(fig: go.Figure) -> tuple[dict, bytes | None]:
-    """``_spec(fig)`` and, for a step-through that flips its queries in the browser (``viz.query_flip.with_flip``),
-    the rows it flips through, packed on their own (``pack`` of ``{"rows": ...}``: arrays as bytes). The figure
-    names them by their digest (``ROWS_KEY``: ``{"digest": ...}``), so a page that has them is not sent them again
-    (``ui.chart``)."""
+    """``_spec(fig)``, and the rows a step-through flips through (``viz.query_flip``) packed on their own, which the
+    figure names by their digest (``ROWS_KEY``), so a page that has them is not sent them again (``ui.chart``)."""
     spec = _spec(fig)
     rows = flip_rows(fig)
     if rows is None:
@@ -98,8 +96,7 @@ def _packed_rows(rows: dict) -> bytes:
         if hit is not None and hit[0] is rows:
             _ROWS_PACKED.move_to_end(id(rows))
             return hit[1]
-    extra = {"rows": _containers(rows)}
-    convert_to_base64(extra)
+    convert_to_base64(extra := {"rows": _containers(rows)})
     packed = pack(extra)
     with _ROWS_LOCK:
         _ROWS_PACKED[id(rows)] = (rows, packed)
@@ -108,8 +105,7 @@ def _packed_rows(rows: dict) -> bytes:
     return packed
 
 
-def rows_digest(packed_rows: bytes) -> str:
-    """The digest a figure names its rows by (``_sendable``)."""
+def rows_digest(packed_rows: bytes) -> str:  # the digest a figure names its rows by (``_sendable``)
     return _meta(packed_rows)["digest"]
 
 
@@ -117,9 +113,8 @@ MAGIC_ROWS = b"LNS2"  # a packed figure followed by the rows it names: see ``wit
 
 
 def with_rows(first: bytes, rows: bytes | None) -> bytes:
-    """What is sent for a figure and its rows: ``MAGIC_ROWS`` | u32 length of ``first`` | ``first`` (``pack``'s bytes,
-    perhaps with an update) | ``rows`` (``pack``'s bytes of the rows). ``rows`` None: ``first`` as it is (the page
-    has them: the figure's digest names them)."""
+    """A figure and its rows: ``MAGIC_ROWS`` | u32 length of ``first`` | ``first`` (``pack``'s bytes, perhaps with an
+    update) | ``rows`` (``pack``'s bytes of the rows); ``rows`` None (the page has them): ``first`` alone."""
     if rows is None:
         return first
     return MAGIC_ROWS + struct.pack("<I", len(first)) + first + rows

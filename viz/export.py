@@ -196,9 +196,7 @@ def _collect(
     figures: dict[str, go.Figure] = {}
     matrices: dict = {}
     for name in views:
-        figures.update(
-            figures_for_trace(trace, name, theme=theme, flip_queries=False, **options)
-        )  # (no app to flip in)
+        figures.update(figures_for_trace(trace, name, theme=theme, flip_queries=False, **options))
         if "csv" in formats:
             matrices.update(matrices_for_trace(trace, name, **options))
         if name == "compare" and trace.model is None:
