@@ -12,6 +12,7 @@ import cProfile
 import datetime as dt
 import gc
 import io
+import json
 import os
 import platform
 import pstats
@@ -155,6 +156,12 @@ def cprofile_top(fn: Callable[[], Any], limit: int = 15, sort: str = "tottime", 
 
 
 # ---------------------------------------------------------------- markdown
+
+
+def write_json(path: Path, data: Any, **dumps: Any) -> None:
+    """``data`` as indented JSON at ``path`` (its folder made): a benchmark's ``--json`` file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, **dumps))
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

@@ -15,13 +15,13 @@ the page settled). Prints every open and the medians.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
 import urllib.parse
 from pathlib import Path
 
+from .common import write_json
 from .interactivity import Page, link, text_for
 
 FIRST_WORDS = ("Apples", "Bridges", "Candles", "Dolphins", "Engines", "Forests", "Glaciers", "Harbours", "Islands")
@@ -123,8 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         f" settled median {result['settled_median_s']:.2f} s"
     )
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=1, default=str))
+        write_json(args.json, result, default=str)
     return 0
 
 

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import statistics
 import sys
 from pathlib import Path
+
+from .common import write_json
 
 
 def pick_order(options: list, stride: int) -> tuple:
@@ -86,8 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{result['median_s']:.3f} s ({', '.join(f'{s:.3f}' for s in result['seconds'])})"
     )
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(result, indent=1))
+        write_json(args.json, result)
     return 0
 
 

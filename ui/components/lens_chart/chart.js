@@ -86,9 +86,9 @@ function received(data) {
   let rows = null;
   if (bytes.length >= 8 && MAGIC_ROWS.every((b, i) => bytes[i] === b)) {
     // a step-through's rows (viz/query_flip.py): remembered by their digest, read when a slider first needs them
-    const length = new DataView(bytes.buffer, bytes.byteOffset + 4, 4).getUint32(0, true);
+    const length = lengthAt(bytes);
     const part = bytes.subarray(8 + length);
-    const meta = JSON.parse(decoder.decode(part.subarray(8, 8 + new DataView(part.buffer, part.byteOffset + 4, 4).getUint32(0, true))));
+    const meta = metaOf(part);
     rows = { digest: meta.digest, read: () => unpack(part, meta).rows };
     bytes = bytes.subarray(8, 8 + length);
   }
@@ -97,10 +97,19 @@ function received(data) {
   return arrived;
 }
 
+function lengthAt(bytes) {
+  // the u32 after the 4 magic bytes: the meta's length ("LNS1") or the figure's ("LNS2")
+  return new DataView(bytes.buffer, bytes.byteOffset + 4, 4).getUint32(0, true);
+}
+
+function metaOf(packed) {
+  // the meta JSON of a packed figure ("LNS1"): its digest, where the figure and its buffers are
+  return JSON.parse(decoder.decode(packed.subarray(8, 8 + lengthAt(packed))));
+}
+
 function packedOrWhole(bytes) {
   if (bytes.length < 8 || MAGIC.some((b, i) => bytes[i] !== b)) return whole(decoder.decode(bytes));
-  const length = new DataView(bytes.buffer, bytes.byteOffset + 4, 4).getUint32(0, true);
-  const meta = JSON.parse(decoder.decode(bytes.subarray(8, 8 + length)));
+  const meta = metaOf(bytes);
   const end = meta.end ?? bytes.length;
   const text = end < bytes.length ? decoder.decode(bytes.subarray(end)) : "";
   const figureKey = "packed:" + meta.digest;
