@@ -130,7 +130,7 @@ WATCH = r"""
 (() => {
   if (window.__lens) return;
   const L = window.__lens = {armed: false, inputAt: null, lastChange: 0, lastPaint: 0, changes: 0,
-                             afterplots: 0, firstChartAt: null};
+                             afterplots: 0, lastPlotPaint: null, firstChartAt: null};
   const IGNORE = '[data-testid="stHeader"], [data-testid="stToolbar"], [data-testid="stStatusWidget"], ' +
                  '[data-testid="stDecoration"], .hoverlayer, [role="tooltip"], [data-baseweb="tooltip"]';
   const ignored = (node) => {
@@ -145,7 +145,8 @@ WATCH = r"""
     for (const el of document.querySelectorAll('.js-plotly-plot')) {
       if (!el.__lensHooked && typeof el.on === 'function') {
         el.__lensHooked = true;
-        el.on('plotly_afterplot', () => { L.afterplots++; mark(); });
+        el.on('plotly_afterplot', () => { L.afterplots++; mark();
+          requestAnimationFrame(() => requestAnimationFrame(() => { L.lastPlotPaint = performance.now(); })); });
       }
       if (L.firstChartAt === null && el.querySelector('svg.main-svg')) {
         L.firstChartAt = performance.now();
@@ -170,11 +171,15 @@ WATCH = r"""
 """
 STATE = """() => { const L = window.__lens || {}; return {now: performance.now(), inputAt: L.inputAt,
   lastChange: L.lastChange, lastPaint: L.lastPaint, changes: L.changes, afterplots: L.afterplots,
+  lastPlotPaint: L.lastPlotPaint,
   firstChartAt: L.firstChartAt, running: !!document.querySelector('[data-testid="stStatusWidget"]'),
   plots: document.querySelectorAll('.js-plotly-plot').length,
   errors: document.querySelectorAll('[data-testid="stException"], [data-testid="stAlertContentError"]').length}; }"""
 IDLE = "() => !document.querySelector('[data-testid=\"stStatusWidget\"]')"
-ARM = "() => { const L = window.__lens; L.armed = true; L.inputAt = null; L.changes = 0; L.afterplots = 0; }"
+ARM = (
+    "() => { const L = window.__lens; L.armed = true; L.inputAt = null; L.changes = 0; L.afterplots = 0; "
+    "L.lastPlotPaint = null; }"
+)
 TOKENS = """() => { for (const m of document.querySelectorAll('[data-testid="stMetric"]')) {
   const label = m.querySelector('[data-testid="stMetricLabel"]'), value = m.querySelector('[data-testid="stMetricValue"]');
   if (label && value && label.innerText.trim() === 'Tokens') return value.innerText.trim(); } return null; }"""
@@ -319,6 +324,8 @@ class Page:
         end = max(s["lastPaint"], s["lastChange"])
         return {
             "painted_s": max(0.0, end - s["inputAt"]) / 1e3,
+            # the last chart drawn (plotly_afterplot) until the frame after it: the chart alone, not the page
+            "chart_s": None if s["lastPlotPaint"] is None else max(0.0, s["lastPlotPaint"] - s["inputAt"]) / 1e3,
             "bytes": self.frames.bytes - received,
             "server_run": s["server_run"],
             "dom_changes": s["changes"],
@@ -579,6 +586,7 @@ def summarize_row(row: dict) -> dict:
             "kind": kind,
             "count": len(samples),
             "painted_s": med([s["painted_s"] for s in samples]),
+            "chart_s": med([s.get("chart_s") for s in samples]),
             "bytes": med([s["bytes"] for s in samples]),
             "errors": sum(s["errors"] for s in samples),
         }
@@ -777,6 +785,19 @@ def tables(data: dict, label: str = "") -> str:
         ]
         parts.append(f"**{model}{label}**: websocket bytes received per change (MB, median)")
         parts.append(table(["n (tokens shown)", *[name for name, _, _ in ACTIONS]], byte_rows))
+        chart_rows = [
+            [
+                f"{row['n']} ({row.get('tokens') or '?'})",
+                *[fmt_s(row["summary"][name].get("chart_s")) for name, _, _ in ACTIONS],
+            ]
+            for row in result["rows"]
+            if "summary" in row and row["summary"]
+        ]
+        parts.append(
+            f"**{model}{label}**: seconds from the input to the paint after the last chart drawn (plotly_afterplot), "
+            "median; the page's other elements may change later (the table above)"
+        )
+        parts.append(table(["n (tokens shown)", *[name for name, _, _ in ACTIONS]], chart_rows))
         problems = [
             f"n={row['n']}: {', '.join(row.get('missing', []))} n/a" for row in result["rows"] if row.get("missing")
         ]

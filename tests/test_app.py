@@ -320,6 +320,10 @@ def test_the_query_inspector_says_whether_its_chart_flips_queries(app, monkeypat
     figure = charts.figure(app, "fig_query")
     assert len(figure["layout"]["sliders"][0]["steps"]) > 3 and "lens_rows" in figure
     assert FLIP_NOTE in [c.value for c in app.caption]
+    assert _followed(app) == {"box": "st-key-query", "chart": "st-key-fig_query", "chosen": 0}  # ui/follow.py
+    app.selectbox(key="query").set_value(3)
+    ok(app.run())
+    assert _followed(app)["chosen"] == 3
     monkeypatch.setattr(query_flip, "HEAD_ROWS", query_flip.HeadRows())
     monkeypatch.setattr(query_flip, "FLIP_BYTES", 1)
     app.selectbox(key="query").set_value(2)
@@ -327,3 +331,13 @@ def test_the_query_inspector_says_whether_its_chart_flips_queries(app, monkeypat
     figure = charts.figure(app, "fig_query")
     assert "sliders" not in figure["layout"] and "lens_rows" not in figure
     assert NO_FLIP_NOTE in [c.value for c in app.caption] and FLIP_NOTE not in [c.value for c in app.caption]
+    assert _followed(app) is None  # no rows in the page: the box's pick is drawn by the server
+
+
+def _followed(at: AppTest) -> dict | None:
+    """What ui/follow.py's component on the page was handed (the box and chart it links), or None."""
+    import json
+
+    found = [e for e in at.get("bidi_component") if e.proto.component_name.endswith("attention_lens_follow")]
+    assert len(found) <= 1
+    return json.loads(found[0].proto.bytes) if found else None

@@ -194,10 +194,16 @@ def test_interactivity_pure_parts():
     assert it.budget_for(it.VIEW_ONLY, 256, "minilm") is None
     assert it.med([None, 3.0, 1.0, 2.0]) == 2.0 and it.med([]) is None
     row = {
-        "clicks": {"head": [{"painted_s": 0.3, "bytes": 10, "errors": 0}, {"painted_s": 0.1, "bytes": 30, "errors": 0}]}
+        "clicks": {
+            "head": [
+                {"painted_s": 0.3, "chart_s": 0.25, "bytes": 10, "errors": 0},
+                {"painted_s": 0.1, "chart_s": None, "bytes": 30, "errors": 0},  # no chart drawn by this click
+            ]
+        }
     }
     summary = it.summarize_row(row)
     assert summary["head"]["painted_s"] == pytest.approx(0.2) and summary["head"]["bytes"] == 20
+    assert summary["head"]["chart_s"] == pytest.approx(0.25)
     assert summary["query"]["count"] == 0 and summary["query"]["painted_s"] is None
     merged = it.merge(
         {"models": {"minilm": {"rows": []}}, "load": {}}, {"models": {"smollm2": {"rows": []}}, "env": {}}

@@ -17,8 +17,9 @@ from tests.test_query_frames import EV, TOKENS, N, _figure, _head
 from ui import plotly_spec
 from viz.matrix_traces import FLOAT64_MAX_CELLS
 from viz.query import row_title
-from viz.query_flip import fits, flip_rows, query_rows, rows_spec, with_flip
+from viz.query_flip import fits, flip_frame, flip_rows, query_rows, rows_spec, with_flip
 from viz.query_frames import TRACES, Frames, fill
+from viz.theme import THEMES
 
 
 def spec(fig) -> dict:
@@ -147,6 +148,29 @@ def test_every_query_of_a_head_shares_one_rows_dict_packed_once(monkeypatch):
     again = run_trace(TraceRequest(text="The cat sat on the mat.", mask="none"))  # new numbers, same shapes
     unmasked = flip_rows(figures_for_trace(again, "query", query=1)["query"])
     assert unmasked is not flip_rows(first) and not unmasked["blocked"].any()
+
+
+def test_a_figure_names_its_frame_the_same_for_every_query_of_a_head_and_anew_when_the_frame_changes():
+    """The page draws nothing for a figure whose frame, rows and query it shows already (a query picked in the box
+    and flipped to at once, ui/follow.py): the frame's digest must be the same for every query of a head (also
+    the last, which blocks nothing but is drawn in the frame with the "×" trace) and change with the frame."""
+    from attention_core.pipeline import run_trace
+    from attention_core.request import TraceRequest
+    from viz.views import figures_for_trace
+
+    trace = run_trace(TraceRequest(text="The cat sat on the mat.", mask="causal"))  # the bundled MiniLM
+    n = len(trace.tokens)
+    frames = {flip_frame(figures_for_trace(trace, "query", query=q)["query"]) for q in (0, 2, n - 1)}
+    assert len(frames) == 1 and None not in frames
+    (frame,) = frames
+    assert flip_frame(figures_for_trace(trace, "query", query=2, theme=THEMES[1])["query"]) != frame
+    assert flip_frame(figures_for_trace(trace, "query", query=2, show_values=False)["query"]) != frame  # written: no
+    unmasked = run_trace(TraceRequest(text="The cat sat on the mat.", mask="none"))
+    assert flip_frame(figures_for_trace(unmasked, "query", query=2)["query"]) != frame  # no "×" trace
+    fig = figures_for_trace(trace, "query", query=2)["query"]
+    named, packed = plotly_spec._sendable(fig)
+    assert named["lens_rows"] == {"digest": plotly_spec.rows_digest(packed), "frame": frame}
+    assert flip_frame(figures_for_trace(trace, "query", query=2, flip_queries=False)["query"]) is None
 
 
 def test_the_kept_rows_are_the_last_few_and_keep_no_array_alive():

@@ -69,25 +69,25 @@ def loader() -> str:
     return inline_js(FOLDER / "loader.js", {"__LENS_SETTINGS__": json.dumps(settings())})
 
 
-_LOADER = loader()  # one script for both components below
+LOADER = loader()  # one script for the components below (and ui/follow.py's)
 _component = st.components.v2.component(
     "attention_lens_chart",
     html=f'<div class="{CLASS}" style="width: 100%"></div>',
-    js=_LOADER,
+    js=LOADER,
     isolate_styles=False,  # plotly.js puts its hover and modebar styles in the page's <head>
 )
 # the same chart that asks for a step-through's rows when the page lacks those its figure names (viz/query_flip.py)
 _with_rows = st.components.v2.component(
     "attention_lens_chart_rows",
     html=f'<div class="{CLASS}" style="width: 100%"></div>',
-    js=_LOADER,
+    js=LOADER,
     isolate_styles=False,
 )
 # the same chart whose clicked cell comes back to Python (a click on any other chart changes nothing)
 _clickable = st.components.v2.component(
     "attention_lens_chart_click",
     html=f'<div class="{CLASS}" data-click="cell" style="width: 100%"></div>',
-    js=_LOADER,
+    js=LOADER,
     isolate_styles=False,
 )
 

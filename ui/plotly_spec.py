@@ -45,7 +45,7 @@ import plotly.io as pio
 from plotly.basedatatypes import convert_to_base64  # plotly.py's own step of to_dict (from _plotly_utils)
 from plotly.io.json import to_json_plotly
 
-from viz.query_flip import flip_rows
+from viz.query_flip import flip_frame, flip_rows
 
 _ATTRIBUTE = "_attention_lens_json"  # where a figure keeps its JSON (underscore: plotly allows it)
 ROWS_KEY = "lens_rows"  # beside "data" and "layout": the rows a step-through flips through (viz.query_flip)
@@ -81,7 +81,7 @@ def _sendable(fig: go.Figure) -> tuple[dict, bytes | None]:
     if rows is None:
         return spec, None
     packed = _packed_rows(rows)
-    spec[ROWS_KEY] = {"digest": _meta(packed)["digest"]}
+    spec[ROWS_KEY] = {"digest": _meta(packed)["digest"], "frame": flip_frame(fig)}
     return spec, packed
 
 

@@ -19,10 +19,11 @@ Sent while the rows fit ``FLIP_BYTES`` (about 180 MiniLM tokens); longer texts p
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,11 +123,16 @@ def rows_spec(rows: QueryRows) -> dict:
 
 
 ROWS_ATTRIBUTE = "_attention_lens_rows"  # where a figure carries its rows (``ui.plotly_spec`` sends them)
+FRAME_ATTRIBUTE = "_attention_lens_frame"  # and the digest of its frame
 
 
-def with_flip(fig: go.Figure, rows: QueryRows, start: int, sent: dict | None = None) -> go.Figure:
+def with_flip(
+    fig: go.Figure, rows: QueryRows, start: int, sent: dict | None = None, frame: Hashable = None
+) -> go.Figure:
     """``fig`` (query ``start``'s step-through, a frame with a "masked" trace when any row has blocked keys) with
-    the query slider under it and ``rows`` attached for the browser (``sent``: their ``rows_spec``, when kept)."""
+    the query slider under it and ``rows`` attached for the browser (``sent``: their ``rows_spec``, when kept).
+    ``frame``: what its frame depends on (``RowParts.frame_key``), named to the browser by a digest (``flip_frame``):
+    a figure of the same frame, rows and query as the page shows already is not drawn again there."""
     queries = len(rows.titles)
     labels = queries <= SLIDER_LABELS_MAX
     fig.layout.sliders = [
@@ -144,12 +150,18 @@ def with_flip(fig: go.Figure, rows: QueryRows, start: int, sent: dict | None = N
     ]
     fig.layout.margin.b = 150 if labels else 120  # room for the slider (and its step labels) under the key labels
     setattr(fig, ROWS_ATTRIBUTE, rows_spec(rows) if sent is None else sent)
+    setattr(fig, FRAME_ATTRIBUTE, hashlib.blake2b(repr(frame).encode("utf-8"), digest_size=8).hexdigest())
     return fig
 
 
 def flip_rows(fig) -> dict | None:
     """The rows a figure carries for the browser (``with_flip``), or None."""
     return getattr(fig, ROWS_ATTRIBUTE, None)
+
+
+def flip_frame(fig) -> str | None:
+    """The digest of the frame a figure with rows is drawn in (``with_flip``), or None."""
+    return getattr(fig, FRAME_ATTRIBUTE, None)
 
 
 class HeadRows:

@@ -211,11 +211,12 @@ def _query_figures(
     if kept is None:
         return {"query": fig}  # too long to send every row: picked in the box alone
     rows, sent = kept
+    framed = i  # the query whose frame the figure is drawn in
     if rows.blocked.any() and not any(trace.name == TRACES["masked"] for trace in fig.data):
         # query i blocks no key but others do: i's numbers in the frame of one that does (its "×" trace empty)
-        other = int(np.flatnonzero(rows.blocked.any(axis=1))[0])
-        fig = fill(step(other).to_dict(), rows.row(i, show))
-    return {"query": with_flip(fig, rows, i, sent)}
+        framed = int(np.flatnonzero(rows.blocked.any(axis=1))[0])
+        fig = fill(step(framed).to_dict(), rows.row(i, show))
+    return {"query": with_flip(fig, rows, i, sent, frame=rows.row(framed, show).frame_key(tokens, theme))}
 
 
 def _rollout_figures(trace: ModelTrace, tokens: list[str], rollout, show_values: bool | None, theme: str) -> dict:

@@ -130,6 +130,11 @@ def lazy_matrices(request: TraceRequest, view: str, head: int) -> dict:
 EXPORT_LABEL = "⬇ SVG · PNG · CSV"
 
 
+def chart_key(key: str) -> str:
+    """The key of the chart ``figure(..., key)`` draws."""
+    return f"fig_{key}"
+
+
 def figure(fig, key: str, data=None, *, caption: str | None = None, update=None) -> None:
     """Show ``fig``; offer SVG / PNG (slides) / CSV of ``data`` = (matrix, row_labels, col_labels), or a
     callable that returns it when the CSV is asked for (``lazy_matrices``). ``update``: the chosen head's mark on a
@@ -139,7 +144,7 @@ def figure(fig, key: str, data=None, *, caption: str | None = None, update=None)
     the view, which then adds them): a row of columns with three buttons and their tooltips under every chart was
     about a third of the elements a head change re-rendered, and each element is a message the server sends and
     the page takes in (docs/INTERACTION.md)."""
-    draw(fig, key=f"fig_{key}", update=update)
+    draw(fig, key=chart_key(key), update=update)
     if caption:
         st.caption(caption)
     problem = image_export_problem()

@@ -12,11 +12,13 @@ from viz.query_flip import FLIP_BYTES
 from viz.query_shown import QueryRowShown
 from viz.views import matrices_for_trace
 
-from .. import compute, display, live_temperature
+from .. import compute, display, follow, live_temperature
 from ..settings import Settings
 from ..sidebar import as_position, positions
 from ..text import plain
-from .common import figure
+from .common import chart_key, figure
+
+QUERY_KEY = "query"  # the box's key: the query in session state and in the link
 
 
 def _options(trace: ModelTrace, settings: Settings, query: int) -> dict:
@@ -25,7 +27,7 @@ def _options(trace: ModelTrace, settings: Settings, query: int) -> dict:
 
 def _query(n: int) -> int:
     """The query shown: the session's, within 0..n-1."""
-    return min(as_position(st.session_state.get("query", 0)), n - 1)
+    return min(as_position(st.session_state.get(QUERY_KEY, 0)), n - 1)
 
 
 def ahead(trace: ModelTrace, settings: Settings) -> None:
@@ -39,15 +41,15 @@ def render(trace: ModelTrace, settings: Settings) -> None:
     live_temperature.follow_release()
     labels = plain_labels(trace.tokens)
     n = len(labels)
-    st.session_state["query"] = _query(n)
+    st.session_state[QUERY_KEY] = _query(n)
     st.selectbox(
         "Query token",
         list(range(n)),
-        key="query",
-        format_func=lambda i: f"{i}: {labels[i]}",
+        key=QUERY_KEY,
+        format_func=lambda i: f"{i}: {labels[i]}",  # "i:" first: ui/follow.py reads the choice from it
         help="Follow this token's row through every step.",
     )
-    i = int(st.session_state["query"])
+    i = int(st.session_state[QUERY_KEY])
     as_shown = display.query_step_view(trace, settings, i) if display.active(settings) else None
     what = f"Query {i} '{plain(labels[i], 60)}'"
     if as_shown is not None and as_shown[2].words:
@@ -71,6 +73,8 @@ def _step(trace: ModelTrace, settings: Settings, labels: list[str], i: int) -> N
     data = matrices_for_trace(trace, "query", head=trace.head, query=i)
     flips = bool(getattr(figs["query"], "sliders", None))  # every query's row is in the page (viz/query_flip.py)
     figure(figs["query"], "query", data["query_contributions"], caption=FLIP_NOTE if flips else NO_FLIP_NOTE)
+    if flips:  # a pick in the box is shown in the chart at once, from the rows the page holds
+        follow.query_box(QUERY_KEY, chart_key("query"), i)
     head = trace.core.head(trace.head)
     top = top_keys(head.weights[i], 3)
     st.caption(

@@ -21,7 +21,8 @@
 // which hands over the settings: where plotly.js may be fetched from, best first, and the modebar's
 // configuration.
 
-import { attach as attachRows, remember as rememberRows } from "./query_rows.js";
+import { follow } from "./follow.js";
+import { attach as attachRows, remember as rememberRows, showsAlready } from "./query_rows.js";
 
 const decoder = new TextDecoder();
 let loading = null; // one load of plotly.js for the whole page: {route, plotly}
@@ -221,13 +222,14 @@ function draw(div, figure, update, token, settings, base) {
       };
       const apply = () => (update && div.__lensToken === token ? Plotly.update(div, update[0], update[1]) : null);
       if (!figure) return Promise.resolve(apply()).then(marked);
+      if (!update && showsAlready(div, figure)) return Promise.resolve(marked()); // flipped to it in the page
       div.__lensLayout = { width: layout.width, height: layout.height, paper_bgcolor: layout.paper_bgcolor };
       // One config object per chart: Plotly.react starts over (a new plot, its handlers dropped) when the
       // config it is given is not the one it drew with.
       div.__lensConfig ||= { ...settings.config, responsive: true, modeBarButtonsToAdd: [fullScreenButton(div)] };
       if (div.textContent && !div.classList.contains("js-plotly-plot")) div.textContent = "";
       return Plotly.react(div, figure.data || [], layout, div.__lensConfig)
-        .then(() => attachRows(div, figure.lens_rows, Plotly)) // a step-through's queries (query_rows.js)
+        .then(() => attachRows(div, figure, Plotly)) // a step-through's queries (query_rows.js)
         .then(apply)
         .then(marked);
     })
@@ -347,6 +349,7 @@ function watch(div) {
 
 export function render(component, settings, base) {
   const { parentElement, data } = component;
+  if (parentElement.querySelector(".lens-follow")) return follow(component); // not a chart: ui/follow.py
   const div = parentElement.querySelector(".lens-chart");
   if (!div) return undefined;
   if (!div.__lensListening) {
@@ -405,6 +408,7 @@ export function render(component, settings, base) {
     div.__lensPending = null;
     div.__lensToken = (div.__lensToken || 0) + 1;
     div.__lensKey = div.__lensFigureKey = undefined; // should the same <div> be handed a figure again, it is drawn
+    div.__lensShows = null;
     if (watcher) watcher.unobserve(div);
     if (window.Plotly) window.Plotly.purge(div);
   };

@@ -82,22 +82,43 @@ function ask(div, digest) {
   div.__lensComponent.setTriggerValue("rows", digest);
 }
 
+// What a chart shows after a figure with rows is drawn or a query is flipped to: its frame, its rows and the query
+// ("frame|digest|query", null for a chart without rows). A figure that would show the same is not drawn again
+// (`showsAlready`): the query box's pick, flipped in the page at once (`follow`), is not redrawn when the server's
+// figure for it comes.
+const showing = (named, query) => (named && named.digest ? `${named.frame}|${named.digest}|${query}` : null);
+const startOf = (figure) => ((figure && figure.layout && figure.layout.sliders) || [])[0]?.active;
+
+export function showsAlready(div, figure) {
+  const shows = showing(figure && figure.lens_rows, startOf(figure));
+  return shows !== null && div.__lensShows === shows && div.classList.contains("js-plotly-plot");
+}
+
+function flip(div, i, Plotly, moveSlider) {
+  // Query i's row into the traces, from the rows the figure drawn last names; false when they are not here.
+  const named = div.__lensNamed;
+  const rows = named && lookup(named.digest); // (rows asked for may have come since)
+  if (!rows) ask(div, named && named.digest);
+  if (!rows || !Number.isInteger(i) || i < 0 || i >= rows.queries) return false;
+  if (div.__lensShows === showing(named, i)) return true;
+  const [restyle, relayout, traces] = rowUpdate(rows, div.data, i);
+  if (moveSlider) relayout["sliders[0].active"] = i; // a pick in the box: the slider's handle follows
+  div.__lensShows = showing(named, i);
+  Plotly.update(div, restyle, relayout, traces);
+  return true;
+}
+
 // Listen to the chart's slider: each chosen step fills its query from the rows the figure drawn last names. Checked
 // after every draw, like chart.js's clicks: a chart purged and drawn again has lost its handlers. Rows the page does
 // not have (their message replaced by a newer one before it left the server) are asked for, once: the server sends
-// them with the next figure.
-export function attach(div, named, Plotly) {
-  const digest = (div.__lensNamedRows = (named && named.digest) || null);
-  if (!digest) return;
-  if (!lookup(digest)) ask(div, digest);
-  div.__lensOnSlider ||= (event) => {
-    const rows = div.__lensNamedRows && lookup(div.__lensNamedRows); // (rows asked for may have come since)
-    if (!rows) ask(div, div.__lensNamedRows);
-    const i = Number(event && event.step && event.step.value);
-    if (!rows || !Number.isInteger(i) || i < 0 || i >= rows.queries) return;
-    const [restyle, relayout, traces] = rowUpdate(rows, div.data, i);
-    Plotly.update(div, restyle, relayout, traces);
-  };
+// them with the next figure. `div.__lensFlipTo(i)` flips to query i from elsewhere (the query box: `follow`).
+export function attach(div, figure, Plotly) {
+  const named = (div.__lensNamed = (figure && figure.lens_rows) || null);
+  div.__lensShows = showing(named, startOf(figure));
+  if (!div.__lensShows) return;
+  if (!lookup(named.digest)) ask(div, named.digest);
+  div.__lensOnSlider ||= (event) => flip(div, Number(event && event.step && event.step.value), Plotly, false);
+  div.__lensFlipTo ||= (i) => flip(div, i, Plotly, true);
   const listening = div._ev && div._ev.listeners && div._ev.listeners("plotly_sliderchange").includes(div.__lensOnSlider);
   if (!listening) div.on("plotly_sliderchange", div.__lensOnSlider);
 }
