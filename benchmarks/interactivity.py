@@ -795,7 +795,8 @@ def tables(data: dict, label: str = "") -> str:
         ]
         parts.append(
             f"**{model}{label}**: seconds from the input to the paint after the last chart drawn (plotly_afterplot), "
-            "median; the page's other elements may change later (the table above)"
+            "median of the clicks that drew one (a view switch that shows a view kept in the page draws none); the "
+            "page's other elements may change later (the first table)"
         )
         parts.append(table(["n (tokens shown)", *[name for name, _, _ in ACTIONS]], chart_rows))
         problems = [
