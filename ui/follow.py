@@ -5,8 +5,8 @@ A small component (``components/lens_chart/follow.js``, loaded with the chart's 
 text and, when a choice is made, flips the chart to that query as the chart's own slider does
 (``components/lens_chart/query_rows.js``). The figure the server then sends for that query shows what the page
 shows already (the same frame, rows and query, named by ``viz.query_flip.with_flip``), so the chart does not draw
-it again: the pick's last work in the page is Streamlit's own update of the widgets. Without the rows (a text too long to send them) or without JavaScript (AppTest), the
-server's figure is drawn as before. Glue, no computation.
+it again: the pick's last work in the page is Streamlit's own update of the widgets. Without the rows (a text too
+long to send them) or without JavaScript (AppTest), the server's figure is drawn as before. Glue, no computation.
 """
 
 from __future__ import annotations
