@@ -228,6 +228,7 @@ function draw(div, figure, update, token, settings, base) {
       // config it is given is not the one it drew with.
       div.__lensConfig ||= { ...settings.config, responsive: true, modeBarButtonsToAdd: [fullScreenButton(div)] };
       if (div.textContent && !div.classList.contains("js-plotly-plot")) div.textContent = "";
+      div.__lensDraws = (div.__lensDraws || 0) + 1; // figures drawn here (tests count them)
       return Plotly.react(div, figure.data || [], layout, div.__lensConfig)
         .then(() => attachRows(div, figure, Plotly)) // a step-through's queries (query_rows.js)
         .then(apply)
