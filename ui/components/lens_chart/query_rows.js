@@ -1,7 +1,7 @@
 // The Query inspector's step-through flips its queries in the browser (viz/query_flip.py): the figure comes with
 // the rows of every query of its head (`lens_rows`) and a plotly slider whose steps do nothing by themselves
-// (method "skip"). When a step is chosen, this fills that query's row into the traces (one Plotly.react of the
-// figure drawn with the row's update applied, `withRow`), the way viz/query_frames.py `fill` does on the server: bars "q·k", "scaled", "weight" (blocked keys grey, their
+// (method "skip"). When a step is chosen, this fills that query's row into the traces with one Plotly.update,
+// the way viz/query_frames.py `fill` does on the server: bars "q·k", "scaled", "weight" (blocked keys grey, their
 // weight blank), "×" markers "masked", the heatmap "contributions" α_ij v_j (computed here: weights[i, j] *
 // values[j, d], float64, rounded to float32 where the server's figure holds float32) and the column "output"
 // (summed on the server), and the title. No server round trip.
@@ -19,7 +19,7 @@ export function readRows(spec) {
   return rows;
 }
 
-// Query i's update: [restyle, relayout, trace indices], as Plotly.update takes them.
+// Query i's update: [restyle, relayout, trace indices] for Plotly.update.
 export function rowUpdate(rows, data, i) {
   const S = rows.keys;
   const E = rows.dims;
@@ -94,7 +94,7 @@ export function showsAlready(div, figure) {
   return shows !== null && div.__lensShows === shows && div.classList.contains("js-plotly-plot");
 }
 
-function flip(div, i, Plotly) {
+function flip(div, i, Plotly, moveSlider) {
   // Query i's row into the traces, from the rows the figure drawn last names; false when they are not here.
   const named = div.__lensNamed;
   const rows = named && lookup(named.digest); // (rows asked for may have come since)
@@ -102,29 +102,10 @@ function flip(div, i, Plotly) {
   if (!rows || !Number.isInteger(i) || i < 0 || i >= rows.queries) return false;
   if (div.__lensShows === showing(named, i)) return true;
   const [restyle, relayout, traces] = rowUpdate(rows, div.data, i);
+  if (moveSlider) relayout["sliders[0].active"] = i; // a pick in the box: the slider's handle follows
   div.__lensShows = showing(named, i);
-  if (!div.__lensConfig) Plotly.update(div, restyle, { ...relayout, "sliders[0].active": i }, traces);
-  else Plotly.react(div, ...withRow(div, restyle, relayout, traces, i), div.__lensConfig);
+  Plotly.update(div, restyle, relayout, traces);
   return true;
-}
-
-// The figure drawn with query i's update applied, as new data and layout objects for Plotly.react: one redraw,
-// where Plotly.update's restyle and relayout cost two (64 tokens: 51 ms against 66 ms a flip, median of 11).
-// The slider's handle is put on i (a pick in the box moves it there; a step chosen on it is there already).
-function withRow(div, restyle, relayout, traces, i) {
-  const data = div.data.slice();
-  traces.forEach((index, k) => {
-    const trace = (data[index] = { ...data[index] });
-    for (const [key, values] of Object.entries(restyle)) {
-      if (values[k] === undefined) continue; // left as it is
-      if (key === "marker.color") trace.marker = { ...trace.marker, color: values[k] };
-      else trace[key] = values[k];
-    }
-  });
-  const layout = div.layout;
-  const [slider, ...others] = layout.sliders || [{}];
-  const title = { ...layout.title, text: relayout["title.text"] };
-  return [data, { ...layout, title, sliders: [{ ...slider, active: i }, ...others] }];
 }
 
 // Listen to the chart's slider: each chosen step fills its query from the rows the figure drawn last names. Checked
@@ -136,8 +117,8 @@ export function attach(div, figure, Plotly) {
   div.__lensShows = showing(named, startOf(figure));
   if (!div.__lensShows) return;
   if (!lookup(named.digest)) ask(div, named.digest);
-  div.__lensOnSlider ||= (event) => flip(div, Number(event && event.step && event.step.value), Plotly);
-  div.__lensFlipTo ||= (i) => flip(div, i, Plotly);
+  div.__lensOnSlider ||= (event) => flip(div, Number(event && event.step && event.step.value), Plotly, false);
+  div.__lensFlipTo ||= (i) => flip(div, i, Plotly, true);
   const listening = div._ev && div._ev.listeners && div._ev.listeners("plotly_sliderchange").includes(div.__lensOnSlider);
   if (!listening) div.on("plotly_sliderchange", div.__lensOnSlider);
 }
