@@ -242,7 +242,7 @@ KEPT_VIEWS = ("derivation", "compare", "heads", "query")
 SWITCH_KEY = "lens-views"  # the fragment of the view control; each view's fragment is VIEW_KEY + its name
 VIEW_KEY = "lens-view-"
 BOX_KEY = "lens-box-"  # the container of each view's fragment (its CSS class: st-key-lens-box-<name>)
-BOX_CLASS = "st-key-" + BOX_KEY
+BOX_CLASS = switch.element_class(BOX_KEY)
 
 
 def chosen_view() -> str:
@@ -330,7 +330,7 @@ def view_switch(settings) -> None:
     )
     view = chosen_view()
     st.html(f"<style>{switch.css(VIEWS, '.' + BOX_CLASS, view)}</style>")
-    switch.follow(VIEWS, "st-key-view", view, "derivation")
+    switch.follow(VIEWS, switch.element_class("view"), view, "derivation")
     st.query_params.from_dict(to_query_params(replace(settings, **sidebar.view_only())))
 
 

@@ -741,6 +741,16 @@ def merge(old: dict, new: dict) -> dict:
     return out
 
 
+def _per_action(result: dict, cell) -> str:
+    """A table of one model's sizes (rows) by action (columns), each cell ``cell(summary of that action)``."""
+    rows = [
+        [f"{row['n']} ({row.get('tokens') or '?'})", *[cell(row["summary"][name]) for name, _, _ in ACTIONS]]
+        for row in result["rows"]
+        if "summary" in row and row["summary"]
+    ]
+    return table(["n (tokens shown)", *[name for name, _, _ in ACTIONS]], rows)
+
+
 def tables(data: dict, label: str = "") -> str:
     """Markdown: one table per model (rows: n; columns: the actions), then opening, bytes, memory, load."""
     parts = []
@@ -775,30 +785,14 @@ def tables(data: dict, label: str = "") -> str:
             f"{result.get('rss_warm_bytes', 0) / 1e6:,.0f} MB."
         )
         parts.append(table(headers, rows))
-        byte_rows = [
-            [
-                f"{row['n']} ({row.get('tokens') or '?'})",
-                *[fmt_mb(row["summary"][name]["bytes"]) for name, _, _ in ACTIONS],
-            ]
-            for row in result["rows"]
-            if "summary" in row and row["summary"]
-        ]
         parts.append(f"**{model}{label}**: websocket bytes received per change (MB, median)")
-        parts.append(table(["n (tokens shown)", *[name for name, _, _ in ACTIONS]], byte_rows))
-        chart_rows = [
-            [
-                f"{row['n']} ({row.get('tokens') or '?'})",
-                *[fmt_s(row["summary"][name].get("chart_s")) for name, _, _ in ACTIONS],
-            ]
-            for row in result["rows"]
-            if "summary" in row and row["summary"]
-        ]
+        parts.append(_per_action(result, lambda summary: fmt_mb(summary["bytes"])))
         parts.append(
             f"**{model}{label}**: seconds from the input to the paint after the last chart drawn (plotly_afterplot), "
             "median of the clicks that drew one (a view switch that shows a view kept in the page draws none); the "
             "page's other elements may change later (the first table)"
         )
-        parts.append(table(["n (tokens shown)", *[name for name, _, _ in ACTIONS]], chart_rows))
+        parts.append(_per_action(result, lambda summary: fmt_s(summary.get("chart_s"))))
         problems = [
             f"n={row['n']}: {', '.join(row.get('missing', []))} n/a" for row in result["rows"] if row.get("missing")
         ]

@@ -16,6 +16,7 @@ import json
 import streamlit as st
 
 from .chart import LOADER
+from .switch import element_class
 
 FOLLOW_CLASS = "lens-follow"  # chart.js hands an element holding this to follow.js
 KEY = "lens_query_follow"
@@ -24,11 +25,6 @@ KEY = "lens_query_follow"
 _component = st.components.v2.component(
     "attention_lens_follow", html=f'<span class="{FOLLOW_CLASS}"></span>', js=LOADER, isolate_styles=False
 )
-
-
-def element_class(key: str) -> str:
-    """The CSS class Streamlit gives the element of the widget or component that has ``key``."""
-    return f"st-key-{key}"
 
 
 def query_box(box: str, chart: str, chosen: int) -> None:

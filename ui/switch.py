@@ -26,6 +26,11 @@ FOLDER = Path(__file__).resolve().parent / "components" / "lens_view"
 KEY = "lens_view_follow"
 
 
+def element_class(key: str) -> str:
+    """The CSS class Streamlit gives the element of the widget, container or component that has ``key``."""
+    return f"st-key-{key}"
+
+
 def css(views: Sequence[str], box: str, chosen: str) -> str:
     """The CSS that hides every view's box (``box`` + its name) but the one ``ATTRIBUTE`` names; before the
     attribute is set, every box but ``chosen``'s (the server's choice). One rule (a switch resends it: 1 KB)."""
