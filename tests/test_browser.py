@@ -424,8 +424,8 @@ def test_a_click_on_an_overview_cell_selects_that_layer_and_head(browser, url):
     page.close()
 
 
-def test_the_views_charts_use_the_app_s_own_cartesian_plotly_js(browser, url):
-    """The derivation view's charts are lens charts (ui/chart.py), drawn by the committed cartesian bundle
+def test_the_views_charts_use_the_app_s_own_plotly_js_bundle(browser, url):
+    """The derivation view's charts are lens charts (ui/chart.py), drawn by the app's committed plotly.js bundle
     served from app/static/ (cacheable: it has validators), not the full bundle nor Streamlit's chart chunk."""
     from ui import plotly_js
 
@@ -436,7 +436,7 @@ def test_the_views_charts_use_the_app_s_own_cartesian_plotly_js(browser, url):
     assert page.locator(".lens-chart.js-plotly-plot").count() >= 3
     assert page.locator(".js-plotly-plot").count() == page.locator(".lens-chart.js-plotly-plot").count()
     loaded = page.evaluate("() => performance.getEntriesByType('resource').map(e => e.name)")
-    bundle = f"app/static/plotly-cartesian-{plotly_js.VERSION}.min.js"
+    bundle = f"app/static/plotly-lens-{plotly_js.VERSION}.min.js"
     assert any(name.endswith(bundle) for name in loaded)
     assert not any("package_data" in name or name.endswith("/plotly.min.js") for name in loaded)
     assert not any("/static/js/PlotlyChart." in name for name in loaded)

@@ -21,33 +21,56 @@ PLOT = ".lens-chart.js-plotly-plot"
 
 def test_the_loader_has_its_settings_and_every_route_names_a_file_that_is_there():
     text = chart.loader()
-    assert "__LENS_" not in text and json.dumps(chart.settings()) in text
+    assert "__LENS_" not in text and json.dumps(chart.settings(), separators=(",", ":")) in text
     assert len(text.encode()) < 2_000  # sent with every chart
+    assert "function fetchScript(" in text and "window.__lensPlotly" in text  # plotly.js started by the loader
     assert chart.MODULE == "component/ui.chart.lens_chart_files/chart.js" and (chart.FOLDER / "chart.js").is_file()
-    static, package = chart.PLOTLY_ROUTES  # the cartesian bundle first, then the package's full one
-    assert static == f"app/static/plotly-cartesian-{plotly_js.VERSION}.min.js"
+    static, package = chart.PLOTLY_ROUTES  # the app's bundle first, then the package's full one
+    assert static == f"app/static/plotly-lens-{plotly_js.VERSION}.min.js"
     assert (plotly_js.STATIC_DIR / static.rsplit("/", 1)[-1]).is_file()
     assert package == f"component/ui.chart.plotly_js/{plotly_js.SOURCE.name}" and plotly_js.SOURCE.stat().st_size > 1e6
     assert chart.settings()["config"] == chart.PLOT_CONFIG
 
 
-def test_the_cartesian_bundle_is_the_release_plotly_py_ships_and_has_every_trace_type_the_views_draw():
+def test_an_inline_script_is_sent_without_its_comment_lines_and_indentation():
+    source = 'const a = "http://x"; // kept\n  // left out\n\n    if (a) {\n      b(); }\n'
+    assert chart.code_lines(source) == 'const a = "http://x"; // kept\nif (a) {\nb(); }\n'
+    for path in (
+        chart.FOLDER / "loader.js",
+        chart.FOLDER.parent / "base_url.js",
+        chart.FOLDER.parent / "live_temperature" / "loader.js",
+    ):
+        assert "`" not in path.read_text(encoding="utf-8"), path  # no template literal whose lines would change
+
+
+def test_the_app_s_bundle_is_the_release_plotly_py_ships_and_has_every_trace_type_the_views_draw():
     assert plotly_js.VERSION and plotly_js.version_of(plotly_js.SOURCE) == plotly_js.VERSION
-    bundle = plotly_js.cartesian()
+    bundle = plotly_js.bundle()
     assert bundle is not None and plotly_js.version_of(bundle) == plotly_js.VERSION
-    assert plotly_js.cartesian(plotly_js.ROOT / "tests") is None  # not there: the full bundle is used
+    assert plotly_js.bundle(plotly_js.ROOT / "tests") is None  # not there: the full bundle is used
+    assert plotly_js.TRACE_TYPES == plotly_js.trace_types(bundle) == {"bar", "heatmap", "scatter"}  # its banner's
+    assert plotly_js.trace_types(plotly_js.SOURCE) == frozenset()  # the full bundle's banner names none
     from attention_core.pipeline import run_trace
     from attention_core.request import TraceRequest
-    from viz.views import figures_for_trace
+    from viz.views import VIEWS, figures_for_trace
 
     trace = run_trace(TraceRequest(text="The cat sat on the mat."))
     drawn = {
-        data.type or "scatter"
-        for view in ("derivation", "compare", "heads", "query")
-        for fig in figures_for_trace(trace, view).values()
-        for data in fig.data
+        data.type or "scatter" for view in VIEWS for fig in figures_for_trace(trace, view).values() for data in fig.data
     }
     assert drawn and drawn <= plotly_js.TRACE_TYPES, drawn - plotly_js.TRACE_TYPES
+
+
+def test_the_app_s_bundle_alone_draws_a_heatmap_a_bar_and_a_scatter_in_chromium():
+    """The harness of benchmarks/plotly_load.py on the app's bundle: a page with nothing else loads it and draws
+    the three trace types (a trace type a bundle lacks is left out of the plot by plotly.js, drawn as nothing)."""
+    from benchmarks.plotly_load import bundles, measure
+
+    files = bundles([])
+    assert list(files) == ["app bundle", "full bundle"] and files["app bundle"] == plotly_js.BUNDLE
+    row = measure({"app bundle": files["app bundle"]}, loads=1)["app bundle"]
+    assert 0 < row["load_s"] < row["load_draw_s"] and row["bytes"] == plotly_js.BUNDLE.stat().st_size
+    assert row["drawn"] == [1, 3, 1]  # the heatmap's image, three bars, one scatter line
 
 
 def _page():

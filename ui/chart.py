@@ -9,7 +9,7 @@ draws nothing. Measured in headless Chromium (benchmarks/REPORT.md section 7, "s
 
 What it draws is exactly plotly's JSON for the figure, its arrays sent as raw bytes after it
 (``ui.plotly_spec.spec_bytes`` and ``pack``).
-plotly.js is served by this app's own server (``ui.plotly_js``: the committed cartesian bundle in static/,
+plotly.js is served by this app's own server (``ui.plotly_js``: the app's own committed bundle in static/,
 which the browser keeps, else the plotly package's full one): no CDN, works offline and in Docker.
 
 Streamlit glue only: no tensors, no figure building.
@@ -45,7 +45,7 @@ PLOTLY_ROUTES = tuple(
 
 def settings() -> dict:
     """What the loader hands to chart.js: its own route; plotly.js's routes, best first, and the trace types
-    the first one (the cartesian bundle) has, else the full bundle is loaded; the modebar's settings."""
+    the first one (the app's bundle) has, else the full bundle is loaded; the modebar's settings."""
     return {
         "module": MODULE,
         "plotly": list(PLOTLY_ROUTES),
@@ -55,18 +55,27 @@ def settings() -> dict:
     }
 
 
+def code_lines(text: str) -> str:
+    """JavaScript as an inline script needs it: each line without its indentation, and without the lines that are
+    blank or a ``//`` comment from their start (the files keep them). Comments after code stay. Only for scripts
+    with no multi-line string (a template literal's lines would lose their indentation)."""
+    lines = (line.strip() for line in text.splitlines())
+    return "\n".join(line for line in lines if line and not line.startswith("//")) + "\n"
+
+
 def inline_js(path: Path, replacements: dict[str, str]) -> str:
     """A component's inline JavaScript (``path``, its placeholders replaced), after the shared ``baseUrl()``
-    (components/base_url.js): where the app's own server serves the component's files."""
+    (components/base_url.js): where the app's own server serves the component's files. Comment lines are left
+    out (``code_lines``): Streamlit sends this with every element of the component."""
     text = path.read_text(encoding="utf-8")
     for placeholder, value in replacements.items():
         text = text.replace(placeholder, value)
-    return (FOLDER.parent / "base_url.js").read_text(encoding="utf-8") + "\n" + text
+    return code_lines((FOLDER.parent / "base_url.js").read_text(encoding="utf-8") + "\n" + text)
 
 
 def loader() -> str:
     """The component's inline JavaScript (sent with every chart, hence small) with its settings filled in."""
-    return inline_js(FOLDER / "loader.js", {"__LENS_SETTINGS__": json.dumps(settings())})
+    return inline_js(FOLDER / "loader.js", {"__LENS_SETTINGS__": json.dumps(settings(), separators=(",", ":"))})
 
 
 LOADER = loader()  # one script for the components below (and ui/follow.py's)

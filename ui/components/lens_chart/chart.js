@@ -14,12 +14,13 @@
 // The Query inspector's step-through comes with the rows of every query of its head, packed after it ("LNS2",
 // once per page: later figures name them by their digest); query_rows.js keeps them and fills the row its slider
 // chooses (viz/query_flip.py).
-// plotly.js is served by this app's own server (no CDN): the cartesian bundle in static/, else the full one
+// plotly.js is served by this app's own server (no CDN): the app's own bundle in static/ (scatter, bar,
+// heatmap), else the full one
 // of the plotly package (ui/plotly_js.py).
 
 // This module is imported once per page by the small loader that ui/chart.py registers (loader.js),
-// which hands over the settings: where plotly.js may be fetched from, best first, and the modebar's
-// configuration.
+// which hands over the settings (where plotly.js may be fetched from, best first, and the modebar's
+// configuration) and the load of plotly.js it started when the page's first chart mounted.
 
 import { follow } from "./follow.js";
 import { attach as attachRows, remember as rememberRows, showsAlready } from "./query_rows.js";
@@ -27,20 +28,9 @@ import { attach as attachRows, remember as rememberRows, showsAlready } from "./
 const decoder = new TextDecoder();
 let loading = null; // one load of plotly.js for the whole page: {route, plotly}
 let full = null; // the full bundle, loaded only for a figure whose trace types the first one lacks
-
-function fetchScript(base, route) {
-  return new Promise((resolve, reject) => {
-    const script = document.createElement("script");
-    script.src = base + route;
-    script.async = true;
-    script.onload = () => (window.Plotly ? resolve({ route, plotly: window.Plotly }) : reject(new Error("plotly.js did not load")));
-    script.onerror = () => {
-      script.remove();
-      reject(new Error("plotly.js could not be fetched from " + script.src));
-    };
-    document.head.appendChild(script);
-  });
-}
+// From the loader (loader.js): {script(base, route), first}: how plotly.js is fetched, and the page's first load
+// of it, which the loader started as soon as the first chart mounted.
+let load = null;
 
 function retryable(promise, forget) {
   promise.catch(forget); // the next figure tries again
@@ -49,19 +39,17 @@ function retryable(promise, forget) {
 
 function plotly(settings, base, types) {
   if (!loading) {
-    // The cartesian bundle first (a third of the size), then the full one.
+    // The load the loader started (the best route: the app's bundle, a quarter of the size); should it fail,
+    // every route in turn, best first (the full bundle last).
     loading = retryable(
-      settings.plotly.reduce(
-        (tried, route) => tried.catch(() => fetchScript(base, route)),
-        Promise.reject(new Error("no source")),
-      ),
+      settings.plotly.reduce((tried, route) => tried.catch(() => load.script(base, route)), load.first),
       () => (loading = null),
     );
   }
   return loading.then((loaded) => {
     const lacking = settings.types && loaded.route !== settings.full && types.some((t) => !settings.types.includes(t));
     if (!lacking && !full) return loaded.plotly;
-    if (!full) full = retryable(fetchScript(base, settings.full), () => (full = null));
+    if (!full) full = retryable(load.script(base, settings.full), () => (full = null));
     return full.then((f) => f.plotly);
   });
 }
@@ -348,7 +336,8 @@ function watch(div) {
   watcher.observe(div); // its first report comes at the next frame: a new chart is drawn from there
 }
 
-export function render(component, settings, base) {
+export function render(component, settings, base, loads) {
+  load = loads;
   const { parentElement, data } = component;
   if (parentElement.querySelector(".lens-follow")) return follow(component); // not a chart: ui/follow.py
   const div = parentElement.querySelector(".lens-chart");
@@ -366,8 +355,8 @@ export function render(component, settings, base) {
     return undefined;
   }
   if (!arrived) {
-    // The page's first element (ui.chart.preload): nothing to draw, but plotly.js starts loading now, while
-    // the server is still computing, instead of when the first figure arrives.
+    // The page's first element (ui.chart.preload): nothing to draw; plotly.js is loading already (the loader
+    // started it while the server is still computing, instead of when the first figure arrives).
     const box = parentElement.closest('[data-testid="stElementContainer"]');
     if (box) box.style.display = "none";
     plotly(settings, base, []).catch(() => {}); // a failure is said by the first chart that needs it
