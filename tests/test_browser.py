@@ -630,6 +630,34 @@ def test_a_query_picked_in_the_box_is_flipped_to_in_the_page_and_the_server_s_fi
     page.close()
 
 
+def test_a_press_on_a_query_in_the_box_s_list_flips_the_chart_before_the_release_and_back_if_none_is_chosen(
+    browser, url
+):
+    """ui/components/lens_chart/follow.js ``pressed``: the chart shows the pressed option's query while the pointer
+    is still down (a click's length sooner than the choice); a press that ends off the list chooses nothing, and
+    once the list closes the chart is back on the box's query."""
+    page, _ = _query_page(browser, url, 0)
+    box = page.get_by_label("Query token", exact=True)
+    box.click()
+    if box.get_attribute("aria-expanded") != "true":
+        box.press("ArrowDown")
+    option = page.locator(f'[id="{box.get_attribute("aria-controls")}"] [role="option"]').nth(4)
+    assert option.inner_text().startswith("4:")
+    at = option.bounding_box()
+    page.mouse.move(at["x"] + at["width"] / 2, at["y"] + at["height"] / 2)
+    page.mouse.down()
+    _title_is(page, 4)  # flipped while the button is down
+    assert box.get_attribute("aria-expanded") == "true"  # nothing chosen yet
+    page.mouse.move(5, 5)
+    page.mouse.up()
+    page.keyboard.press("Escape")  # the list closes with the box still on query 0
+    _title_is(page, 0)
+    wait_idle(page)
+    assert box.input_value().startswith("0:")
+    no_errors(page)
+    page.close()
+
+
 ROWS_MAGIC = b"LNS2"  # a figure followed by its rows (ui/plotly_spec.py with_rows)
 
 

@@ -5,9 +5,11 @@
 // `data` is JSON (as bytes) of {box, chart, chosen}: the CSS classes of the box's element and of the chart's,
 // and the query the server chose. The box is a combobox whose text is its option's label, "i: token": a
 // MutationObserver follows its value and aria-expanded attributes, and a value read while the list is closed is
-// the choice (while it is open, the text is what the person types to filter the options).
+// the choice (while it is open, the text is what the person types to filter the options). A pointer pressed on
+// one of its options flips the chart already (`pressed`), a click's length before the choice is made; should the
+// press end elsewhere, the list closes and the observer flips the chart back to the box's value.
 
-const state = (window.__lensFollow ||= { data: null, input: null, observer: null, timer: 0 });
+const state = (window.__lensFollow ||= { data: null, input: null, observer: null, timer: 0, pressing: false });
 
 function chosen(input) {
   if (input.getAttribute("aria-expanded") === "true") return null;
@@ -22,12 +24,24 @@ function apply() {
   if (i === null) return;
   clearTimeout(state.timer);
   // After the frame that closes the box's list is painted: Streamlit's message to the server has left, the page
-  // is laid out again, and the chart is updated while the server runs.
-  const flip = () => {
-    const div = document.querySelector(`.${data.chart} .lens-chart`);
-    if (div && typeof div.__lensFlipTo === "function") div.__lensFlipTo(i);
-  };
-  requestAnimationFrame(() => (state.timer = setTimeout(flip, 0)));
+  // is laid out again, and the chart is updated while the server runs (flipping to the query shown does nothing).
+  requestAnimationFrame(() => (state.timer = setTimeout(() => flipTo(i), 0)));
+}
+
+function flipTo(i) {
+  const div = state.data && document.querySelector(`.${state.data.chart} .lens-chart`);
+  if (div && typeof div.__lensFlipTo === "function") div.__lensFlipTo(i);
+}
+
+// A press on an option of the box's open list (its listbox is the one the box controls): "i: token" -> query i.
+function pressed(event) {
+  const { data, input } = state;
+  if (!data || !input || input.getAttribute("aria-expanded") !== "true") return;
+  const listbox = input.getAttribute("aria-controls");
+  const option = event.target instanceof Element ? event.target.closest('[role="option"]') : null;
+  if (!listbox || !option || !option.closest(`#${CSS.escape(listbox)}`)) return;
+  const match = /^(\d+):/.exec(option.textContent.trim());
+  if (match) flipTo(Number(match[1]));
 }
 
 function observe() {
@@ -54,6 +68,10 @@ export function follow(component) {
   if (!data || typeof data.box !== "string" || typeof data.chart !== "string") return undefined;
   state.data = data;
   observe();
+  if (!state.pressing) {
+    document.addEventListener("pointerdown", pressed, true); // once per page; it reads the current state
+    state.pressing = true;
+  }
   return () => {
     // the box's view without rows (display options on, a text too long) or gone: its choices are left alone
     if (state.data !== data) return;
