@@ -76,7 +76,8 @@ def test_dockerignore_keeps_local_state_out():
     lines = {ln.strip() for ln in (REPO / ".dockerignore").read_text().splitlines()}
     for entry in (".venv", ".git", "tests", "**/__pycache__", ".pytest_cache", "models", ".streamlit/secrets.toml"):
         assert entry in lines, entry
-    assert ".streamlit" not in lines and "attention_core" not in lines
+    assert "scripts/plotly_bundle" in lines  # the bundle's build recipe (and its node_modules) stay out
+    assert ".streamlit" not in lines and "attention_core" not in lines and "static" not in lines  # the bundle goes in
 
 
 def test_streamlit_config_is_valid_and_hardened():
