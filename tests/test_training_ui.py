@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import base64
-import json
 
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
+from tests.charts import charts
 from ui import training_lab
 
 
@@ -18,7 +18,7 @@ def _lab_page() -> None:
 
 
 def _chart_titles(at: AppTest) -> list[str]:
-    return [json.loads(chart.proto.spec)["layout"]["title"]["text"] for chart in at.get("plotly_chart")]
+    return [chart.title for chart in charts(at)]
 
 
 def _values(array) -> np.ndarray:
@@ -34,7 +34,8 @@ def test_lab_renders_before_training():
     keys = {w.key for w in (*at.slider, *at.select_slider, *at.toggle, *at.number_input, *at.button, *at.radio)}
     assert keys and all(key.startswith("lab_") for key in keys), keys
     assert all(w.help for w in (*at.slider, *at.select_slider, *at.toggle, *at.number_input, *at.radio))
-    assert len(at.get("plotly_chart")) == 1  # attention vs recurrence is drawn at once (paths, no timing yet)
+    assert [c.id.rsplit("-", 1)[-1] for c in charts(at)] == ["lab_recurrence"]  # drawn at once (paths, no timing)
+    assert not at.get("plotly_chart")  # the views' own chart (ui/chart.py), not Streamlit's and its plotly.js
     assert [m.value for m in at.metric] == ["1", "1", "512", "511"]
 
 
@@ -47,7 +48,9 @@ def test_train_button_trains_both_variants_and_draws_the_verdict():
     titles = _chart_titles(at)
     assert any("Training one attention layer" in t for t in titles)
     assert any("Where the queries look" in t for t in titles)
-    curves = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert [c.id.rsplit("-", 1)[-1] for c in charts(at)] == ["lab_curves", "lab_probes", "lab_recurrence"]
+    assert not at.get("plotly_chart")
+    curves = charts(at)[0].figure
     assert {trace["legendgroup"] for trace in curves["data"]} == {"scaled", "unscaled"}
     np.testing.assert_array_equal(_values(curves["data"][0]["x"]), np.arange(1, 51))
     verdicts = [e.value for e in (*at.success, *at.info, *at.warning)]
@@ -80,7 +83,7 @@ def test_measure_button_adds_timings(monkeypatch):
     at = AppTest.from_function(_lab_page, default_timeout=60).run()
     at.button(key="lab_measure").click().run()
     assert not at.exception
-    figure = json.loads(at.get("plotly_chart")[-1].proto.spec)
+    figure = charts(at)[-1].figure
     names = {trace["name"] for trace in figure["data"]}
     assert {"torch.nn.RNN", "torch.nn.GRU", "attention, this core"} <= names
     assert any("fastest" in c.value for c in at.caption)

@@ -19,6 +19,7 @@ import streamlit as st
 from attention_core.device import pick_device
 from attention_core.recurrence import path_length_columns, path_lengths, time_sequence_models, timing_summary
 from attention_core.training import TrainingConfig, TrainingSnapshot, train_side_by_side, variants
+from ui.chart import draw
 from ui.policy import TrainingBusyError, training_slot
 from ui.text import plain
 from ui.training_verdict import verdict
@@ -157,7 +158,9 @@ def _controls() -> tuple[TrainingConfig, bool, bool]:
 def _draw(runs: tuple[TrainingSnapshot, ...], progress, verdict_slot, curves_slot, probe_slot, *, live: bool) -> None:
     """Progress bar and curves for the snapshots so far; verdict and probe heatmaps unless ``live``.
 
-    While a run is going (``live``) only the cheap parts are redrawn each chunk.
+    While a run is going (``live``) only the cheap parts are redrawn each chunk. The charts are the views' own
+    (``ui.chart.draw``: the app's plotly.js, not Streamlit's chart and the second plotly.js it brings); a key
+    names one element per run, so each chunk's curves get a key of their own.
     """
     config = runs[0].config
     step = max(s.step for s in runs)
@@ -170,7 +173,8 @@ def _draw(runs: tuple[TrainingSnapshot, ...], progress, verdict_slot, curves_slo
         chance_accuracy=1.0 / config.num_values,
         max_entropy=config.max_entropy,
     )
-    curves_slot.plotly_chart(curves, width="stretch", theme=None)
+    with curves_slot:
+        draw(curves, key=f"lab_curves_{step}" if live else "lab_curves")
     if live:
         verdict_slot.caption("Training … the verdict appears when the run ends (or when you press Stop training).")
         return
@@ -181,7 +185,8 @@ def _draw(runs: tuple[TrainingSnapshot, ...], progress, verdict_slot, curves_slo
         with st.expander("The measurements behind this verdict"):
             st.markdown("\n".join(f"- {plain(reason, limit=500)}" for reason in result.reasons))
     probes = probe_attention({s.variant: s.probe_weights for s in runs}, runs[0].probe_target_slot)
-    probe_slot.plotly_chart(probes, width="stretch", theme=None)
+    with probe_slot:
+        draw(probes, key="lab_probes")
 
 
 def _train(configs: tuple[TrainingConfig, ...], slots: tuple) -> None:
@@ -289,7 +294,7 @@ def _recurrence_section() -> None:
         report.columns() if report is not None else None,
         device=report.device if report is not None else None,
     )
-    st.plotly_chart(figure, width="stretch", theme=None)
+    draw(figure, key="lab_recurrence")
     if report is not None:
         st.caption(plain(timing_summary(report), limit=2000))
 
