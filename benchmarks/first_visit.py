@@ -14,10 +14,10 @@ against the app's).
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 import time
 from pathlib import Path
+
+from benchmarks.common import median, write_json
 
 DRAWN = """(title) => [...document.querySelectorAll('.js-plotly-plot')].some(
   (d) => d.offsetParent && d.layout && d.layout.title && String(d.layout.title.text || '').includes(title))"""
@@ -64,9 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         browser.close()
     print(f"{args.view}: first visit, click to the chart '{args.title}' drawn (seconds)")
     for label, got in times.items():
-        print(f"  {label}: median {statistics.median(got):.2f}  ({', '.join(f'{s:.2f}' for s in got)})")
+        print(f"  {label}: median {median(got):.2f}  ({', '.join(f'{s:.2f}' for s in got)})")
     if args.json:
-        args.json.write_text(json.dumps(times, indent=1), encoding="utf-8")
+        write_json(args.json, times)
     return 0
 
 

@@ -15,11 +15,11 @@ section 7, "thirty-third".
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
-import statistics
 import tempfile
 from pathlib import Path
+
+from benchmarks.common import median, write_json
 
 PAGE = """<html><body><div id="a"></div><div id="b"></div>
 <script>window.__t0 = performance.now();</script>
@@ -79,8 +79,8 @@ def measure(files: dict[str, Path], loads: int) -> dict[str, dict]:
     return {
         label: {
             "bytes": files[label].stat().st_size,
-            "load_s": statistics.median(t[0] for t in got),
-            "load_draw_s": statistics.median(t[1] for t in got),
+            "load_s": median([t[0] for t in got]),
+            "load_draw_s": median([t[1] for t in got]),
             "all": got,
             "drawn": drew[label],
         }
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     for label, row in result.items():
         print(f"{label:<34} {row['bytes'] / 1e6:>6.2f} {row['load_s']:>8.3f} {row['load_draw_s']:>12.3f}")
     if args.json:
-        args.json.write_text(json.dumps(result, indent=1), encoding="utf-8")
+        write_json(args.json, result)
     return 0
 
 

@@ -15,8 +15,7 @@
 // once per page: later figures name them by their digest); query_rows.js keeps them and fills the row its slider
 // chooses (viz/query_flip.py).
 // plotly.js is served by this app's own server (no CDN): the app's own bundle in static/ (scatter, bar,
-// heatmap), else the full one
-// of the plotly package (ui/plotly_js.py).
+// heatmap), else the plotly package's full one (ui/plotly_js.py).
 
 // This module is imported once per page by the small loader that ui/chart.py registers (loader.js),
 // which hands over the settings (where plotly.js may be fetched from, best first, and the modebar's
