@@ -123,16 +123,11 @@ LATER_GROUPS = ("scaling", "masking")
 
 def _later_steps_alone() -> bool:
     """Whether a change of the scaling or the mask may rerun only the header and the derivation's steps 4-7: the
-    derivation is shown, as the last run drew it, no view is drawn ahead for this page (the askers compare what
-    the views show), and the capture's sizes are still main()'s (the padding adds tokens: the whole script)."""
+    derivation is shown, as the last run drew it, and the capture's sizes are still main()'s (the padding adds
+    tokens: the whole script). The derivation's asker (ui/ahead.py) is not drawn again then; the page takes what
+    it shows from the views drawn ahead after it, which carry the newer run (ahead.js ``currentLook``)."""
     view, drawn = chosen_view(), st.session_state.get("_views_drawn", {})
-    tokens = st.session_state.get("_panel_tokens", 0)
-    return (
-        view == "derivation"
-        and drawn.get(view) == _look()
-        and _sizes() == st.session_state.get(CAPTURE_SIZES)
-        and not ahead.eligible(view, view, KEPT_VIEWS, tokens)
-    )
+    return view == "derivation" and drawn.get(view) == _look() and _sizes() == st.session_state.get(CAPTURE_SIZES)
 
 
 def _controls_fragment(group: str):
@@ -294,6 +289,15 @@ def _asked(name: str):
     return asked
 
 
+def _draws_ahead(shown: str, name: str) -> bool:
+    """Whether ``name``'s fragment draws its asker (ui/ahead.py) while ``shown`` is the chosen view: both kept views,
+    a short enough input, and a visitor alone on the server (no other session's run for ``ahead.ALONE_S``). With
+    others on it, the page is not asked to draw anything ahead, so it never asks (a busy server would turn the ask
+    down anyway: ``_asked``)."""
+    eligible = ahead.eligible(shown, name, KEPT_VIEWS, st.session_state.get("_panel_tokens", 0))
+    return eligible and prefetch.alone(compute.session_id(), ahead.ALONE_S)
+
+
 def _declined() -> int:
     return st.session_state.get("_ahead_declined", 0)
 
@@ -331,7 +335,7 @@ def view_switch(settings) -> None:
     view = chosen_view()
     st.html(f"<style>{switch.css(VIEWS, '.' + BOX_CLASS, view)}</style>")
     switch.follow(VIEWS, switch.element_class("view"), view, "derivation")
-    st.query_params.from_dict(to_query_params(replace(settings, **sidebar.view_only())))
+    st.query_params.from_dict(to_query_params(view_common.current_settings(settings.model, settings.text)))
 
 
 def _view_fragment(name: str):
@@ -344,7 +348,7 @@ def _view_fragment(name: str):
         drew is cleared; unless the page asked for it: then it is drawn as the chosen one would be, hidden."""
         view = chosen_view()
         shown = view == name
-        asks = ahead.eligible(view, name, KEPT_VIEWS, st.session_state.get("_panel_tokens", 0))
+        asks = _draws_ahead(view, name)
         asked = st.session_state.get("_draw_ahead") == (name, st.session_state.get("_panel_run"))
         if asked:
             del st.session_state["_draw_ahead"]  # asked by the page (ui/ahead.py): drawn hidden, once
@@ -377,9 +381,10 @@ VIEW_PANELS = {name: _view_fragment(name) for name in VIEWS}
 def _view_panel(view: str, settings, shown: bool = True) -> None:
     """``shown``: the view chosen (else one drawn ahead, hidden, which queues no figures of other views)."""
     with view_common.guarded():  # a fragment rerun is not inside main()'s guard: same message, never a traceback
-        settings = replace(settings, **sidebar.view_only())
+        # as the widgets hold them now, not as handed in: after a scaling click that reran the derivation's steps
+        # 4-7 alone, the last panel run's settings are one scaling behind (a first visit drew that older scaling)
+        trace, settings = view_common.current(settings.model, settings.text, view)
         st.query_params.from_dict(to_query_params(settings))
-        trace = compute.with_head(compute.trace_for(settings.request(), view=view), settings.head)
         views.render(view, trace, settings)
         if shown and trace.complete:  # (a first look has one layer: the other views wait for the whole capture)
             views.ahead(view, trace, settings)

@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import hashlib
 import json
 import math
 import os
@@ -242,6 +243,8 @@ class RunResult:
     kinds: collections.Counter = field(default_factory=collections.Counter)  # elements sent, by type
     # custom components (st.components.v2) sent, by element id (its key at the end): (name, fragment id, JSON data)
     components: dict[str, tuple[str, str, Any]] = field(default_factory=dict)
+    # ... and a digest of each one's data (JSON, Arrow, bytes or mixed): two runs that drew the same numbers agree
+    payloads: dict[str, str] = field(default_factory=dict)
 
 
 def read_forward(data: bytes, run: RunResult) -> bool:
@@ -263,6 +266,10 @@ def read_forward(data: bytes, run: RunResult) -> bool:
             proto = element.bidi_component
             data = json.loads(proto.json) if proto.WhichOneof("data") == "json" else None
             run.components[proto.id] = (proto.component_name, msg.delta.fragment_id, data)
+            which_data = proto.WhichOneof("data")
+            payload = getattr(proto, which_data) if which_data else b""
+            payload = payload.SerializeToString() if hasattr(payload, "SerializeToString") else payload
+            run.payloads[proto.id] = hashlib.sha1(payload.encode() if isinstance(payload, str) else payload).hexdigest()
             run.kinds[f"{which}:{proto.component_name.rsplit('.', 1)[-1]}"] += 1  # which component, too
         elif which == "exception":
             run.errors.append(f"exception: {element.exception.type}: {element.exception.message[:160]}")

@@ -7,8 +7,10 @@ from ui import ahead
 KEPT = ("derivation", "compare", "heads", "query")
 
 
-def test_off_unless_the_host_turns_it_on():
-    assert ahead.UP_TO == 0 and not ahead.eligible("derivation", "heads", KEPT, 1)
+def test_on_by_default_up_to_256_tokens_and_a_host_may_turn_it_off(monkeypatch):
+    assert ahead.UP_TO == 256 and ahead.eligible("derivation", "heads", KEPT, 64)
+    monkeypatch.setattr(ahead, "UP_TO", 0)  # ATTENTION_LENS_AHEAD_UP_TO=0
+    assert not ahead.eligible("derivation", "heads", KEPT, 1)
 
 
 def test_kept_views_take_part_up_to_a_length_and_only_while_a_kept_view_is_shown(monkeypatch):

@@ -457,7 +457,7 @@ def test_the_kept_views_are_drawn_ahead_while_nobody_clicks_and_a_switch_then_dr
     """ui/ahead.py: a page clicked (or typed into) faster than every second draws nothing ahead; left alone, it asks
     for Core vs model, Heads & layers and the Query inspector, one at a time, and each is drawn hidden (no height,
     its charts drawn by plotly at the view's width). A switch to one then only shows it: no Plotly draw."""
-    with streamlit_app(env={"ATTENTION_LENS_AHEAD_UP_TO": "256"}) as ahead_url:  # off unless the host turns it on
+    with streamlit_app() as ahead_url:  # its own server: this page alone on it, as drawing ahead needs
         _drawn_ahead(browser, ahead_url)
 
 
@@ -487,7 +487,36 @@ def _drawn_ahead(browser, url):
     assert page.evaluate("() => window.__draws") == []  # shown as drawn ahead: nothing drawn on the click's path
     assert page.evaluate(BOXES)["derivation"]["height"] == 0  # the derivation stays, hidden
     no_errors(page)
+    _drawn_ahead_after_steps_4_to_7(page)
     page.close()
+
+
+ASKS = "() => window.__lensAhead.asks"
+
+
+def _drawn_ahead_after_steps_4_to_7(page):
+    """A scaling click on the derivation reruns its steps 4-7 alone, not its asker (app.py ``_later_steps_alone``),
+    and clears the other kept views: the page asks for each of them once, and then no more (the look it compares
+    with is the newer one the views drawn ahead carry, ahead.js ``currentLook``; with the derivation's older look
+    it asked again and again). A switch then shows a view drawn for the new scaling: nothing drawn."""
+    page.get_by_text("Derivation", exact=True).first.click()
+    wait_idle(page)
+    asked = page.evaluate(ASKS)
+    page.locator('[data-testid="stSidebar"]').get_by_text("none (raw QKᵀ)", exact=True).first.click()
+    page.wait_for_function("() => !document.querySelector('.st-key-lens-box-heads')", timeout=60000)  # cleared
+    wait_idle(page)
+    assert set(page.evaluate(BOXES)) == {"derivation", "compare", "heads", "query"}
+    assert page.evaluate(ASKS) == asked + 3
+    page.wait_for_timeout(2500)  # ten pauses between asks: none more
+    assert page.evaluate(ASKS) == asked + 3
+    page.evaluate(DRAW_SPY)
+    page.get_by_text("Core vs model", exact=True).first.click()
+    page.wait_for_function("() => document.querySelector('.st-key-lens-box-compare').getBoundingClientRect().height")
+    page.wait_for_function(STATUS_GONE, timeout=60000)
+    page.wait_for_timeout(800)
+    assert page.evaluate("() => window.__draws") == []
+    assert "scaling=none" in page.url
+    no_errors(page)
 
 
 PAGE_NUMBERS = """() => [...document.querySelectorAll('.js-plotly-plot')].filter(g => g.data && g.data[0])

@@ -157,7 +157,7 @@ def test_recompute_controls_rerun_the_numbers_panel_and_max_tokens_the_whole_scr
 
 
 AHEAD = "lens_ahead_"  # each kept view's asker (ui/ahead.py), its key: lens_ahead_<view>
-AHEAD_ON = {"ATTENTION_LENS_AHEAD_UP_TO": "256"}  # drawing ahead is off unless the host turns it on
+AHEAD_ON = {"ATTENTION_LENS_AHEAD_UP_TO": "256"}  # (the default, said: a test of drawing ahead needs it on)
 
 
 def _askers(run) -> dict:
@@ -217,9 +217,10 @@ def test_the_page_s_ask_draws_that_view_ahead_hidden_and_a_switch_then_sends_not
         asyncio.run(scenario(server))
 
 
-def test_an_ask_while_another_session_s_run_is_in_progress_is_turned_down_and_the_page_told(tmp_path):
-    """Drawing ahead uses only a quiet server: while another visitor's page is being computed, an ask draws nothing
-    and the view's asker comes back with one more turned-down ask (the page then waits before asking again)."""
+def test_an_ask_while_another_session_s_run_is_in_progress_is_turned_down_and_the_page_stops_asking(tmp_path):
+    """Drawing ahead uses only a quiet server, for a visitor alone on it: while another visitor's page is being
+    computed, an ask draws nothing, and the view's fragment draws no asker (the page then has nothing to ask for);
+    once the other session has been quiet for ``ahead.ALONE_S``, an ask draws the view and its asker comes back."""
 
     async def scenario(server) -> None:
         from benchmarks.load_protocol import rerun_message, trigger_state
@@ -236,11 +237,12 @@ def test_an_ask_while_another_session_s_run_is_in_progress_is_turned_down_and_th
         await asyncio.sleep(0.3)
         run, _ = await mine.run([trigger_state(key, "ask", 1)], fragment)
         assert not run.errors and charts(run) == 0, run.kinds
-        assert _askers(run)["heads"][2]["declined"] == 1 and _askers(run)["heads"][2]["look"] is None
+        assert _askers(run) == {}  # not alone on the server: no asker, so the page asks for nothing
         other_run, _ = await other.run()  # (its answer to a plain rerun: the other page is done)
         await asyncio.sleep(ahead.ALONE_S + 0.5)  # the other session quiet for long enough
         run, _ = await mine.run([trigger_state(key, "ask", 2)], fragment)
         assert not run.errors and charts(run) > 0 and _askers(run)["heads"][2]["look"] is not None
+        assert _askers(run)["heads"][2]["declined"] == 1  # the one turned down, counted
         await other.close()
         await mine.close()
 
@@ -288,6 +290,21 @@ def test_a_scaling_or_mask_change_on_the_derivation_sends_the_header_and_steps_4
 
         assert charts(await switch("heads")) > 0
         assert charts(await switch("derivation")) == 0  # kept in the page: shown, not sent
+        # a first visit after such a change draws the scaling the page shows, not the panel's last run's (a view's
+        # fragment used to take the settings it was handed then), and writes it in the link
+        run = await switch("compare")
+        fresh = Client(
+            server.ws_url,
+            query_string(TEXT, scaling="custom", temperature=_link(run).get("temperature"), view="compare"),
+            120.0,
+        )
+        await fresh.connect()
+        opened, _ = await fresh.run()
+        await fresh.close()
+        assert _link(run)["scaling"] == "custom" and _link(run).get("temperature"), run.query_string
+        compare = [key for key in run.payloads if key.endswith("-fig_compare")]
+        assert compare and run.payloads[compare[0]] == opened.payloads[compare[0]]
+        assert charts(await switch("derivation")) == 0
         run, _, _ = await client.change(scaling, (SCALING_LABELS["sqrt_dk"],))
         assert run is not None and not run.errors and _figures(run) == LATER
         assert charts(await switch("heads")) > 0  # cleared by the scaling change: drawn again, for it

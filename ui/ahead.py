@@ -7,8 +7,8 @@ return). Here the page asks for the kept views it lacks once the person has paus
 key press or change on the page), one view per ask; the view is drawn hidden, laid out at its real width, and
 its charts are drawn by plotly while the browser is idle (``ui/components/lens_chart/chart.js``), so that the
 switch finds a view ready to show. A person clicking faster than that never waits on it; a long input
-(``UP_TO``) is not drawn ahead (a view there costs seconds of server and browser time). Off unless the host turns it
-on (``ATTENTION_LENS_AHEAD_UP_TO``, see ``UP_TO``).
+(``UP_TO``) is not drawn ahead (a view there costs seconds of server and browser time). Done only for a visitor
+alone on the server (app.py ``_draws_ahead``): with others on it, no page is asked to take part.
 
 Each kept view's fragment draws a small component (``ui/components/lens_ahead/ahead.js``) that draws nothing
 and tells the page what that view shows (``look``, None when it is not in the page); the page compares it with
@@ -34,11 +34,11 @@ FOLDER = Path(__file__).resolve().parent / "components" / "lens_ahead"
 IDLE_MS = int(env_number("ATTENTION_LENS_AHEAD_IDLE_MS", 1000, 100))  # the pause before the first ask
 GAP_MS = 300  # between asks with no click in between: the page only needs to have settled
 BUSY_MS = 3000  # after an ask the server turned down (another session's run in progress): the page waits this long
-# Tokens; above this no view is drawn ahead. Off by default (0): with it on, the ten-browser test lost one click in
-# three runs of a minute (a radio click that never reached the server, no error in the page), not yet explained,
-# and none in four runs with it off. A host for one person at a time (a teacher's laptop) can turn it on:
-# ATTENTION_LENS_AHEAD_UP_TO=256.
-UP_TO = int(env_number("ATTENTION_LENS_AHEAD_UP_TO", 0, 0))
+# Tokens; above this no view is drawn ahead (0: never). On by default since the thirty-fourth session, for a visitor
+# alone on the server only (app.py ``_draws_ahead``): before, with it on for every visitor, the ten-browser test lost
+# one click in three runs of a minute (a radio click that never reached the server, no error in the page; not
+# reproduced in three more runs, report section 7, "thirty-fourth"). At 512 tokens a first visit is within its budget.
+UP_TO = int(env_number("ATTENTION_LENS_AHEAD_UP_TO", 256, 0))
 KEY = "lens_ahead"
 
 # A view not shown (app.py writes this for the box of every view but the chosen one): laid out at its real width

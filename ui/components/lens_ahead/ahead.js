@@ -43,10 +43,25 @@ function shownView() {
   return null;
 }
 
+// What the page shows now: the look of the view shown, unless another view was drawn for a later run of the numbers
+// panel (a look begins with that run's number, app.py ``_look``). A scaling or mask click on the derivation reruns
+// its steps 4-7 alone, not its asker, so the look the derivation's asker carries is one run behind; the views
+// drawn ahead after it carry the newer one, and they, not the derivation, say what the others must catch up with.
+function currentLook(shown) {
+  let current = state.askers.get(shown).data.look;
+  if (!current) return null;
+  for (const asker of state.askers.values()) {
+    const look = asker.data.look;
+    if (look && parseInt(look, 10) > parseInt(current, 10)) current = look;
+  }
+  return current;
+}
+state.currentLook = currentLook;
+
 // The views to draw ahead, in their order (tests read it: window.__lensAhead.pending()).
 function pending() {
   const shown = shownView();
-  const current = shown && state.askers.get(shown).data.look;
+  const current = shown && currentLook(shown);
   if (!current) return [];
   return [...state.askers.values()]
     .filter((a) => a.data.view !== shown && a.data.look !== current)
