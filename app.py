@@ -196,6 +196,7 @@ def _numbers_panel(model: str, text: str, facts, num_tokens: int, whole: bool) -
 
 
 HEADER_KEY = "lens-header"  # the header's fragment, inside the numbers panel
+HEADER_SETTINGS = "_header_settings"  # the settings of the header's last run
 LATER_ALONE = "_later_alone"  # set by a scaling or mask callback that reruns the header and steps 4-7 alone
 
 
@@ -222,6 +223,7 @@ def _header_panel(model: str, text: str, facts, num_tokens: int):
     except ValueError as err:
         st.error(plain(str(err), 600), icon=":material/warning:")
         return None
+    st.session_state[HEADER_SETTINGS] = settings  # what the views show (``_shown_settings``)
     replay_slot = header.render(trace, str(device), settings)
     st.session_state["_panel_run"] = st.session_state.get("_panel_run", 0) + 1
     if st.session_state.pop(LATER_ALONE, False):  # the panel does not run: what it would do after the view
@@ -238,6 +240,15 @@ SWITCH_KEY = "lens-views"  # the fragment of the view control; each view's fragm
 VIEW_KEY = "lens-view-"
 BOX_KEY = "lens-box-"  # the container of each view's fragment (its CSS class: st-key-lens-box-<name>)
 BOX_CLASS = switch.element_class(BOX_KEY)
+
+
+def _shown_settings(handed):
+    """The settings a view (or the view control's link) shows: the header's last run's, which a scaling or mask click
+    that reran the header and the derivation's steps 4-7 alone changed after the panel handed the views theirs
+    (``handed``: a first visit then drew the older scaling and wrote it in the link), with the view-only settings
+    as the widgets hold them. Not the widgets' for the rest: a change of the layer from a view's own chart reruns
+    the whole page (Heads & layers' overview), which draws the sidebar and the header too."""
+    return replace(st.session_state.get(HEADER_SETTINGS, handed), **sidebar.view_only())
 
 
 def chosen_view() -> str:
@@ -335,7 +346,7 @@ def view_switch(settings) -> None:
     view = chosen_view()
     st.html(f"<style>{switch.css(VIEWS, '.' + BOX_CLASS, view)}</style>")
     switch.follow(VIEWS, switch.element_class("view"), view, "derivation")
-    st.query_params.from_dict(to_query_params(view_common.current_settings(settings.model, settings.text)))
+    st.query_params.from_dict(to_query_params(_shown_settings(settings)))
 
 
 def _view_fragment(name: str):
@@ -381,10 +392,9 @@ VIEW_PANELS = {name: _view_fragment(name) for name in VIEWS}
 def _view_panel(view: str, settings, shown: bool = True) -> None:
     """``shown``: the view chosen (else one drawn ahead, hidden, which queues no figures of other views)."""
     with view_common.guarded():  # a fragment rerun is not inside main()'s guard: same message, never a traceback
-        # as the widgets hold them now, not as handed in: after a scaling click that reran the derivation's steps
-        # 4-7 alone, the last panel run's settings are one scaling behind (a first visit drew that older scaling)
-        trace, settings = view_common.current(settings.model, settings.text, view)
+        settings = _shown_settings(settings)
         st.query_params.from_dict(to_query_params(settings))
+        trace = compute.with_head(compute.trace_for(settings.request(), view=view), settings.head)
         views.render(view, trace, settings)
         if shown and trace.complete:  # (a first look has one layer: the other views wait for the whole capture)
             views.ahead(view, trace, settings)

@@ -85,6 +85,7 @@ DENSE = "a.b.c.d."  # one character a token: 1,024 SmolLM2 tokens fit in a link
 VIEW_ONLY, RECOMPUTE = "view-only", "recompute"
 ACTIONS = (  # (name, kind, label of the control) in the order they are measured on one page
     ("head", VIEW_ONLY, "Head"),
+    ("head_paused", VIEW_ONLY, "Head"),
     ("scaling", RECOMPUTE, "Divide the scores by"),
     ("temperature", RECOMPUTE, "Temperature"),
     ("mask", RECOMPUTE, "Mask"),
@@ -119,6 +120,10 @@ VIEW_STEPS = ("Heads & layers", "Query inspector", "Core vs model", "Derivation"
 # it; the app draws the kept views ahead once nobody has clicked for a second, ui/ahead.py), starting from the
 # derivation just after a layer change (which clears the views kept in the page): first visits, as in "view".
 READ_S = 3.0
+# "head_paused": Head +1, each after PAUSED_S seconds on the page (a person who looks a little before the next
+# click): the page has begun to draw a kept view ahead (ui/ahead.py, after a second), and the click may wait for
+# that view's run. Added in the thirty-fourth session, when drawing ahead was turned on by default.
+PAUSED_S = 1.3
 BUDGETS = {  # kind -> (seconds at 64 tokens, seconds at 512 tokens), issue 12 item 1 (MiniLM; SmolLM2 2x)
     VIEW_ONLY: (0.25, 0.6),
     RECOMPUTE: (0.4, 1.0),
@@ -550,6 +555,9 @@ def measure_page(
                     elif name == "view_read":
                         page.page.wait_for_timeout(READ_S * 1e3)
                         result = page.pick(label, VIEW_STEPS[i % len(VIEW_STEPS)])
+                    elif name == "head_paused":
+                        page.page.wait_for_timeout(PAUSED_S * 1e3)
+                        result = page.change(label, i + 1)
                     elif name == "flip":
                         result = page.flip(i + 1)
                     elif name == "query_flip":

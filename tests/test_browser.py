@@ -519,10 +519,13 @@ def _drawn_ahead_after_steps_4_to_7(page):
     no_errors(page)
 
 
-PAGE_NUMBERS = """() => [...document.querySelectorAll('.js-plotly-plot')].filter(g => g.data && g.data[0])
+# (the charts shown: a view kept in the page, or drawn ahead, is hidden, ui/ahead.py; it may be on one page only)
+PAGE_NUMBERS = """() => [...document.querySelectorAll('.js-plotly-plot')]
+    .filter(g => g.data && g.data[0] && getComputedStyle(g).getPropertyValue('--lens-hidden').trim() !== '1')
     .map(g => [g.data[0].name, JSON.stringify(g.data[0].z || null), (g.layout.title || {}).text || ''])
     .sort((a, b) => (a[0] < b[0] ? -1 : 1))"""
 HEADER_NUMBERS = """() => [...document.querySelectorAll('[data-testid="stMetric"], [data-testid="stAlert"]')]
+    .filter(e => getComputedStyle(e).getPropertyValue('--lens-hidden').trim() !== '1')
     .map(e => e.innerText.replace(/\\s+/g, ' ').trim())"""
 
 

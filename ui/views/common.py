@@ -51,13 +51,8 @@ def current(model: str, text: str, view: str | None = None):
     """(trace, settings) as the widgets hold them now, for ``model`` and ``text`` (what only a whole run changes):
     a fragment rerun on its own is handed what its last call was, so the parts of a view that the scaling's
     controls rerun alone (app.py) look both up here, as the view's own fragment does."""
-    settings = current_settings(model, text)
+    settings = replace(sidebar.read_settings(model), text=text, **sidebar.view_only())
     return compute.with_head(compute.trace_for(settings.request(), view=view), settings.head), settings
-
-
-def current_settings(model: str, text: str):
-    """The settings as the widgets hold them now (``current``'s), for ``model`` and ``text``."""
-    return replace(sidebar.read_settings(model), text=text, **sidebar.view_only())
 
 
 def went_wrong(err: Exception) -> None:
