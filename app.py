@@ -243,11 +243,8 @@ BOX_CLASS = switch.element_class(BOX_KEY)
 
 
 def _shown_settings(handed):
-    """The settings a view (or the view control's link) shows: the header's last run's, which a scaling or mask click
-    that reran the header and the derivation's steps 4-7 alone changed after the panel handed the views theirs
-    (``handed``: a first visit then drew the older scaling and wrote it in the link), with the view-only settings
-    as the widgets hold them. Not the widgets' for the rest: a change of the layer from a view's own chart reruns
-    the whole page (Heads & layers' overview), which draws the sidebar and the header too."""
+    """What a view (and the link) shows: the header's last settings, newer than those the panel ``handed`` the views
+    after a scaling or mask click that reran steps 4-7 alone, with the view-only ones as the widgets hold them."""
     return replace(st.session_state.get(HEADER_SETTINGS, handed), **sidebar.view_only())
 
 
@@ -283,34 +280,12 @@ def _view_changed() -> None:
     _rerun(keys)
 
 
-def _asked(name: str):
-    """The "ask" callback of ``name``'s asker (ui/ahead.py): its fragment, which runs next, draws it hidden, unless
-    another session has run anything in the last ``ahead.ALONE_S`` seconds, or another view is being drawn ahead
-    (ten visitors: a view drawn ahead for one took the cores the others' answers needed); then it draws its asker
-    again, which tells the page to wait."""
-
-    def asked() -> None:
-        me = compute.session_id()
-        if prefetch.quiet() and prefetch.alone(me, ahead.ALONE_S) and ahead.claim(me):
-            st.session_state["_draw_ahead"] = (name, st.session_state.get("_panel_run"))
-        else:  # its fragment draws only its asker: what it showed (stale, or nothing) leaves the page
-            st.session_state["_ahead_declined"] = st.session_state.get("_ahead_declined", 0) + 1
-            st.session_state.get("_views_drawn", {}).pop(name, None)
-
-    return asked
+def _asker(name: str, look: str | None) -> None:
+    ahead.asker(name, BOX_CLASS + name, look, KEPT_VIEWS.index(name))
 
 
 def _draws_ahead(shown: str, name: str) -> bool:
-    """Whether ``name``'s fragment draws its asker (ui/ahead.py) while ``shown`` is the chosen view: both kept views,
-    a short enough input, and a visitor alone on the server (no other session's run for ``ahead.ALONE_S``). With
-    others on it, the page is not asked to draw anything ahead, so it never asks (a busy server would turn the ask
-    down anyway: ``_asked``)."""
-    eligible = ahead.eligible(shown, name, KEPT_VIEWS, st.session_state.get("_panel_tokens", 0))
-    return eligible and prefetch.alone(compute.session_id(), ahead.ALONE_S)
-
-
-def _declined() -> int:
-    return st.session_state.get("_ahead_declined", 0)
+    return ahead.takes_part(shown, name, KEPT_VIEWS, st.session_state.get("_panel_tokens", 0))
 
 
 def _head_changed() -> None:
@@ -360,23 +335,27 @@ def _view_fragment(name: str):
         view = chosen_view()
         shown = view == name
         asks = _draws_ahead(view, name)
-        asked = st.session_state.get("_draw_ahead") == (name, st.session_state.get("_panel_run"))
+        asked = st.session_state.get(ahead.ASKED) == (name, st.session_state.get("_panel_run"))
         if asked:
-            del st.session_state["_draw_ahead"]  # asked by the page (ui/ahead.py): drawn hidden, once
+            del st.session_state[ahead.ASKED]  # asked by the page (ui/ahead.py): drawn hidden, once
         elif not shown:
             if asks:  # not in the page: the page may ask for it while nobody clicks
-                ahead.asker(name, BOX_CLASS + name, None, KEPT_VIEWS.index(name), _asked(name), _declined())
+                _asker(name, None)
             return
         try:
-            with prefetch.running(compute.session_id()), st.container(key=BOX_KEY + name):
+            with prefetch.running(compute.session_id()), st.container(key=BOX_KEY + name), ahead.drawing(asked):
                 _view_panel(name, settings, shown=shown)
+        except ahead.Yielded:  # a click came while it was drawn ahead: the rest waits, the click's run comes next
+            ahead.decline(name)
+            _asker(name, None)
+            return
         finally:
             if asked:
                 ahead.release(compute.session_id())  # the server's turn to draw a view ahead
         look = _look()
         st.session_state.setdefault("_views_drawn", {})[name] = look
         if asks:  # what it shows: the page compares the others' with the shown one's
-            ahead.asker(name, BOX_CLASS + name, look, KEPT_VIEWS.index(name), _asked(name), _declined())
+            _asker(name, look)
         if shown:
             prefetch.schedule(owner=compute.session_id())  # its new queue replaces its old one
         else:

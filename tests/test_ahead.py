@@ -64,3 +64,28 @@ def test_the_view_css_hides_every_box_but_the_one_the_page_names_and_the_server_
         "body:not([data-lens-view]) .box-a",  # before the page has named one: the server's choice (b) shown
         "body:not([data-lens-view]) .box-c",
     ]
+
+
+def test_a_view_drawn_ahead_yields_to_a_click_that_came_meanwhile_and_only_it(monkeypatch):
+    """``yield_to_click`` (called by every chart drawn, ui/chart.py): in a run drawing a view ahead, a waiting rerun
+    request (a click) stops it; with no request, or in any other run (a click's own), it does nothing."""
+    import types
+
+    import pytest
+    from streamlit.runtime.scriptrunner_utils.script_requests import ScriptRequests
+
+    requests = ScriptRequests()
+    monkeypatch.setattr(ahead, "get_script_run_ctx", lambda: types.SimpleNamespace(script_requests=requests))
+    with ahead.drawing():
+        ahead.yield_to_click()  # nothing waits
+    from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
+
+    assert requests.request_rerun(RerunData(fragment_id_queue=["a click's fragment"]))
+    assert ahead.click_waiting()
+    ahead.yield_to_click()  # not a view drawn ahead: the click's own run, or the view shown, goes on
+    with ahead.drawing(False):
+        ahead.yield_to_click()
+    with pytest.raises(ahead.Yielded), ahead.drawing():
+        ahead.yield_to_click()
+    assert not isinstance(ahead.Yielded(), Exception)  # the views' guard (an except Exception) lets it through
+    ahead.yield_to_click()  # the mark is gone once the drawing ended
