@@ -107,7 +107,7 @@ def _control_changed(group: str):
             # the header and the derivation's steps 4-7 (and its slides button) alone: steps 1-3 cannot change
             keys = [HEADER_KEY, derivation.LATER_KEY, export.SLIDES_KEY + "derivation"]
             # a view kept in the page, hidden, shows the old numbers: its fragment runs and clears it
-            keys += [VIEW_KEY + name for name in st.session_state.get("_views_drawn", {}) if name != "derivation"]
+            keys += [VIEW_KEY + name for name in st.session_state.get(ahead.DRAWN, {}) if name != "derivation"]
             st.session_state[LATER_ALONE] = True
         if controls.CONTROL_GROUPS[group].shape() != st.session_state.get("_controls_shape", {}).get(group):
             keys.insert(0, CONTROLS_KEY + group)  # first: the panel shows what it fitted
@@ -126,7 +126,7 @@ def _later_steps_alone() -> bool:
     derivation is shown, as the last run drew it, and the capture's sizes are still main()'s (the padding adds
     tokens: the whole script). The derivation's asker (ui/ahead.py) is not drawn again then; the page takes what
     it shows from the views drawn ahead after it, which carry the newer run (ahead.js ``currentLook``)."""
-    view, drawn = chosen_view(), st.session_state.get("_views_drawn", {})
+    view, drawn = chosen_view(), st.session_state.get(ahead.DRAWN, {})
     return view == "derivation" and drawn.get(view) == _look() and _sizes() == st.session_state.get(CAPTURE_SIZES)
 
 
@@ -187,7 +187,7 @@ def _numbers_panel(model: str, text: str, facts, num_tokens: int, whole: bool) -
             st.session_state["_fit_notices"] = fixes  # (what was fitted here is said there)
             st.rerun()
     st.session_state["_panel_tokens"] = num_tokens
-    st.session_state["_views_drawn"] = {}  # this run draws the chosen view and clears the others
+    st.session_state[ahead.DRAWN] = {}  # this run draws the chosen view and clears the others
     view_switch(settings)
     for view_panel in VIEW_PANELS.values():
         view_panel(settings)
@@ -227,7 +227,7 @@ def _header_panel(model: str, text: str, facts, num_tokens: int):
     replay_slot = header.render(trace, str(device), settings)
     st.session_state["_panel_run"] = st.session_state.get("_panel_run", 0) + 1
     if st.session_state.pop(LATER_ALONE, False):  # the panel does not run: what it would do after the view
-        st.session_state["_views_drawn"] = {"derivation": _look()}  # steps 4-7 are drawn next, in this run
+        st.session_state[ahead.DRAWN] = {"derivation": _look()}  # steps 4-7 are drawn next, in this run
         header.replay_check(replay_slot, settings.request())  # (a long input's poll, drawn by the panel, goes on)
     return settings, replay_slot, trace.core.num_heads, fixes
 
@@ -271,7 +271,7 @@ def _view_changed() -> None:
     """The view control's callback. The page itself has shown the chosen view and hidden the rest (ui/switch.py);
     the chosen view's fragment runs only when what it shows is not already in the page (its run also writes the
     link), else the control's own fragment runs, to write the link."""
-    new, drawn = chosen_view(), st.session_state.setdefault("_views_drawn", {})
+    new, drawn = chosen_view(), st.session_state.setdefault(ahead.DRAWN, {})
     keys = [VIEW_KEY + new] if drawn.get(new) != _look() else [SWITCH_KEY]
     for name in list(drawn):
         if name != new and (name not in KEPT_VIEWS or new not in KEPT_VIEWS):
@@ -353,7 +353,7 @@ def _view_fragment(name: str):
             if asked:
                 ahead.release(compute.session_id())  # the server's turn to draw a view ahead
         look = _look()
-        st.session_state.setdefault("_views_drawn", {})[name] = look
+        st.session_state.setdefault(ahead.DRAWN, {})[name] = look
         if asks:  # what it shows: the page compares the others' with the shown one's
             _asker(name, look)
         if shown:

@@ -8,7 +8,7 @@ key press or change on the page), one view per ask; the view is drawn hidden, la
 its charts are drawn by plotly while the browser is idle (``ui/components/lens_chart/chart.js``), so that the
 switch finds a view ready to show. A person clicking faster than that never waits on it; a long input
 (``UP_TO``) is not drawn ahead (a view there costs seconds of server and browser time). Done only for a visitor
-alone on the server (app.py ``_draws_ahead``): with others on it, no page is asked to take part.
+alone on the server (``takes_part``): with others on it, no page is asked to take part.
 
 Each kept view's fragment draws a small component (``ui/components/lens_ahead/ahead.js``) that draws nothing
 and tells the page what that view shows (``look``, None when it is not in the page); the page compares it with
@@ -39,7 +39,7 @@ IDLE_MS = int(env_number("ATTENTION_LENS_AHEAD_IDLE_MS", 1000, 100))  # the paus
 GAP_MS = 300  # between asks with no click in between: the page only needs to have settled
 BUSY_MS = 3000  # after an ask the server turned down (another session's run in progress): the page waits this long
 # Tokens; above this no view is drawn ahead (0: never). On by default since the thirty-fourth session, for a visitor
-# alone on the server only (app.py ``_draws_ahead``): before, with it on for every visitor, the ten-browser test lost
+# alone on the server only (``takes_part``): before, with it on for every visitor, the ten-browser test lost
 # one click in three runs of a minute (a radio click that never reached the server, no error in the page; not
 # reproduced in three more runs, report section 7, "thirty-fourth"). At 512 tokens a first visit is within its budget.
 UP_TO = int(env_number("ATTENTION_LENS_AHEAD_UP_TO", 256, 0))
@@ -124,7 +124,7 @@ def eligible(shown: str, view: str, kept: Sequence[str], num_tokens: int) -> boo
 
 ASKED = "_draw_ahead"  # session state: (view, the numbers panel's run) the page asked for and the server agreed to
 DECLINED = "_ahead_declined"  # session state: how many of this session's asks were turned down
-DRAWN = "_views_drawn"  # session state (app.py's): view -> what it shows in the page
+DRAWN = "_views_drawn"  # session state: view -> what it shows in the page (app.py keeps it)
 
 
 def takes_part(shown: str, view: str, kept: Sequence[str], num_tokens: int) -> bool:
@@ -177,10 +177,10 @@ _run = threading.local()  # this script thread's run: drawing a view ahead or no
 
 
 @contextmanager
-def drawing(ahead: bool = True):
-    """Mark this run as drawing a view ahead (``ahead``), for ``yield_to_click``."""
+def drawing(on: bool = True):
+    """Mark this run as drawing a view ahead (when ``on``), for ``yield_to_click``."""
     before = getattr(_run, "ahead", False)
-    _run.ahead = ahead
+    _run.ahead = on
     try:
         yield
     finally:
