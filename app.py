@@ -12,7 +12,7 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from attention_core.device import configure_threads, pick_device
-from ui import ahead, chart, compute, controls, export, header, loading, prefetch, sidebar, switch, views
+from ui import ahead, chart, compute, controls, export, header, loading, prefetch, sidebar, switch, views, yielding
 from ui.settings import URL_TEXT_CHARS, VIEW_LABELS, VIEWS, from_query_params, to_query_params
 from ui.text import plain
 from ui.views import common as view_common
@@ -281,11 +281,11 @@ def _view_changed() -> None:
 
 
 def _asker(name: str, look: str | None) -> None:
-    ahead.asker(name, BOX_CLASS + name, look, KEPT_VIEWS.index(name))
+    ahead.asker(name, BOX_CLASS + name, look, KEPT_VIEWS.index(name), compute.session_id())
 
 
 def _draws_ahead(shown: str, name: str) -> bool:
-    return ahead.takes_part(shown, name, KEPT_VIEWS, st.session_state.get("_panel_tokens", 0))
+    return ahead.takes_part(shown, name, KEPT_VIEWS, st.session_state.get("_panel_tokens", 0), compute.session_id())
 
 
 def _head_changed() -> None:
@@ -343,9 +343,9 @@ def _view_fragment(name: str):
                 _asker(name, None)
             return
         try:
-            with prefetch.running(compute.session_id()), st.container(key=BOX_KEY + name), ahead.drawing(asked):
+            with prefetch.running(compute.session_id()), st.container(key=BOX_KEY + name), yielding.drawing(asked):
                 _view_panel(name, settings, shown=shown)
-        except ahead.Yielded:  # a click came while it was drawn ahead: the rest waits, the click's run comes next
+        except yielding.Yielded:  # a click came while it was drawn ahead: the rest waits, the click's run comes next
             ahead.decline(name)
             _asker(name, None)
             return

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ui import ahead
+from ui import ahead, yielding
 
 KEPT = ("derivation", "compare", "heads", "query")
 
@@ -75,17 +75,17 @@ def test_a_view_drawn_ahead_yields_to_a_click_that_came_meanwhile_and_only_it(mo
     from streamlit.runtime.scriptrunner_utils.script_requests import ScriptRequests
 
     requests = ScriptRequests()
-    monkeypatch.setattr(ahead, "get_script_run_ctx", lambda: types.SimpleNamespace(script_requests=requests))
-    with ahead.drawing():
-        ahead.yield_to_click()  # nothing waits
+    monkeypatch.setattr(yielding, "get_script_run_ctx", lambda: types.SimpleNamespace(script_requests=requests))
+    with yielding.drawing():
+        yielding.yield_to_click()  # nothing waits
     from streamlit.runtime.scriptrunner_utils.script_requests import RerunData
 
     assert requests.request_rerun(RerunData(fragment_id_queue=["a click's fragment"]))
-    assert ahead.click_waiting()
-    ahead.yield_to_click()  # not a view drawn ahead: the click's own run, or the view shown, goes on
-    with ahead.drawing(False):
-        ahead.yield_to_click()
-    with pytest.raises(ahead.Yielded), ahead.drawing():
-        ahead.yield_to_click()
-    assert not isinstance(ahead.Yielded(), Exception)  # the views' guard (an except Exception) lets it through
-    ahead.yield_to_click()  # the mark is gone once the drawing ended
+    assert yielding.click_waiting()
+    yielding.yield_to_click()  # not a view drawn ahead: the click's own run, or the view shown, goes on
+    with yielding.drawing(False):
+        yielding.yield_to_click()
+    with pytest.raises(yielding.Yielded), yielding.drawing():
+        yielding.yield_to_click()
+    assert not isinstance(yielding.Yielded(), Exception)  # the views' guard (an except Exception) lets it through
+    yielding.yield_to_click()  # the mark is gone once the drawing ended

@@ -24,14 +24,11 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Hashable, Sequence
-from contextlib import contextmanager
 from pathlib import Path
 
 import streamlit as st
-from streamlit.runtime.scriptrunner_utils.script_requests import ScriptRequestType
-from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
 
-from . import compute, prefetch
+from . import prefetch
 from .policy import env_number
 
 FOLDER = Path(__file__).resolve().parent / "components" / "lens_ahead"
@@ -127,10 +124,11 @@ DECLINED = "_ahead_declined"  # session state: how many of this session's asks w
 DRAWN = "_views_drawn"  # session state: view -> what it shows in the page (app.py keeps it)
 
 
-def takes_part(shown: str, view: str, kept: Sequence[str], num_tokens: int) -> bool:
+def takes_part(shown: str, view: str, kept: Sequence[str], num_tokens: int, me: Hashable) -> bool:
     """Whether ``view``'s fragment draws its asker while ``shown`` is the chosen view (``eligible``), for a visitor
-    alone on the server (no other session's run for ``ALONE_S``): with others on it, the page never asks."""
-    return eligible(shown, view, kept, num_tokens) and prefetch.alone(compute.session_id(), ALONE_S)
+    (``me``, the session) alone on the server (no other session's run for ``ALONE_S``): with others on it, the page
+    never asks."""
+    return eligible(shown, view, kept, num_tokens) and prefetch.alone(me, ALONE_S)
 
 
 def declined() -> int:
@@ -143,14 +141,13 @@ def decline(view: str) -> None:
     st.session_state.get(DRAWN, {}).pop(view, None)
 
 
-def on_ask(view: str) -> Callable[[], None]:
+def on_ask(view: str, me: Hashable) -> Callable[[], None]:
     """The "ask" callback of ``view``'s asker: its fragment, which runs next, draws it hidden, unless another
     session has run anything in the last ``ALONE_S`` seconds, or another view is being drawn ahead (ten visitors: a
     view drawn ahead for one took the cores the others' answers needed); then it draws its asker again, which tells
     the page to wait."""
 
     def asked() -> None:
-        me = compute.session_id()
         if prefetch.quiet() and prefetch.alone(me, ALONE_S) and claim(me):
             st.session_state[ASKED] = (view, st.session_state.get("_panel_run"))
         else:  # its fragment draws only its asker: what it showed (stale, or nothing) leaves the page
@@ -159,44 +156,10 @@ def on_ask(view: str) -> Callable[[], None]:
     return asked
 
 
-def asker(view: str, box: str, look: str | None, order: int) -> None:
+def asker(view: str, box: str, look: str | None, order: int, me: Hashable) -> None:
     """The page's asker for ``view`` (drawn by that view's fragment): the class of its box, what it shows (``look``;
     None: not in the page) and its place in the order. When the page asks, ``on_ask`` runs and then, as for any
-    widget, the fragment that drew it: the view's own. It also carries how many asks of this session the server
+    widget, the fragment that drew it: the view's own (``me``: its session). It also carries how many asks of this session the server
     turned down (``declined``): a new count is a new answer, and the page waits before asking again."""
     data = {"view": view, "box": box, "look": look, "order": order, "declined": declined()}
-    _component(key=f"{KEY}_{view}", data=data, on_ask_change=on_ask(view))
-
-
-class Yielded(BaseException):
-    """A view drawn ahead stopped for a click that came meanwhile (``yield_to_click``). Not an ``Exception``: the
-    views' guard, which turns every error into a message, lets it through, as it does Streamlit's rerun."""
-
-
-_run = threading.local()  # this script thread's run: drawing a view ahead or not (``drawing``)
-
-
-@contextmanager
-def drawing(on: bool = True):
-    """Mark this run as drawing a view ahead (when ``on``), for ``yield_to_click``."""
-    before = getattr(_run, "ahead", False)
-    _run.ahead = on
-    try:
-        yield
-    finally:
-        _run.ahead = before
-
-
-def click_waiting() -> bool:
-    """Whether this session's page has asked for another run while this one goes on (a click, a key): Streamlit
-    holds that request until the run ends (a fragment's rerun does not cut another fragment's run short)."""
-    requests = getattr(get_script_run_ctx(), "script_requests", None)
-    return getattr(requests, "_state", None) == ScriptRequestType.RERUN
-
-
-def yield_to_click() -> None:
-    """In a run drawing a view ahead, stop before the next chart when a click is waiting (``Yielded``): the click
-    waited for the whole view (at 64 tokens a head click 1.3 s after the page settled: 0.54 s instead of 0.2 s);
-    now it waits for one chart at most. The view stays half drawn and hidden; a switch to it draws it again."""
-    if getattr(_run, "ahead", False) and click_waiting():
-        raise Yielded
+    _component(key=f"{KEY}_{view}", data=data, on_ask_change=on_ask(view, me))

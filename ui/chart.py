@@ -26,7 +26,7 @@ import plotly.io as pio
 import streamlit as st
 import streamlit.components.v1 as components
 
-from . import ahead, plotly_js
+from . import plotly_js, yielding
 from .plotly_spec import Sent, rows_digest, spec_bytes, with_rows, with_update
 
 PLOT_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
@@ -127,7 +127,7 @@ def draw(fig, key: str, *, update=None, on_click: Callable[[dict], None] | None 
     ``on_click(point)``: a click on a data point calls it, before the rerun that follows, with
     ``{"x", "y", "trace"}`` (the trace's name); like a widget's ``on_change``, so it may set other
     widgets' values. A click on a chart without it changes nothing."""
-    ahead.yield_to_click()  # (a view drawn ahead stops here for a click that came meanwhile)
+    yielding.yield_to_click()  # (a view drawn ahead stops here for a click that came meanwhile)
     if isinstance(fig, Sent) and fig.rows is not None:  # the Query inspector's step-through (viz/query_flip.py)
         data = figure_bytes(fig, update, rows=_rows_needed(key, rows_digest(fig.rows)))
         _with_rows(key=key, data=data, on_rows_change=lambda: _rows_missing(key))
