@@ -239,7 +239,8 @@ DRAW_SPY = """() => { window.__draws = []; for (const name of ['react', 'newPlot
 HEAD_MARKS = """() => { const at = key => document.querySelector('.st-key-' + key + ' .lens-chart');
   const grid = at('fig_head_grid'), flip = at('fig_head_flip'), overview = at('fig_overview');
   if (!grid || !grid.layout || !flip || !flip.layout || !overview || !overview.layout) return null;
-  return {bold: grid.layout.annotations.filter(a => a.text.startsWith('<b>')).map(a => a.text),
+  return {marked: grid.layout.annotations.filter(a => a.font && a.font.color).map(a => a.text),
+          panel: (grid.layout.shapes || []).map(s => s.xref),
           flip: flip.data.filter(t => t.visible === true && t.name.startsWith('head ')).map(t => t.name),
           slider: flip.layout.sliders[0].active, title: flip.layout.title.text,
           cell: (overview.layout.shapes || []).map(s => [s.x0, s.y0])}; }"""
@@ -247,12 +248,13 @@ HEAD_MARKS = """() => { const at = key => document.querySelector('.st-key-' + ke
 
 def test_a_head_change_on_heads_and_layers_redraws_only_the_marks(browser, url):
     """Heads & layers keeps one figure for every head: a head change sends only the new head's mark, and the page
-    applies it with Plotly.update to the charts already drawn (a bold panel title, the flip chart's head, the
+    applies it with Plotly.update to the charts already drawn (a coloured, outlined panel, the flip chart's head, the
     overview's outlined cell), with no new Plotly.react of any of them (ui/components/lens_chart/chart.js)."""
     page, _ = heads_page(browser, url)
     page.wait_for_function(ALL_DRAWN, timeout=60000, polling=100)
     assert page.evaluate(HEAD_MARKS) == {
-        "bold": ["<b>head 0</b>"],
+        "marked": ["head 0"],
+        "panel": ["x domain"],
         "flip": ["head 0"],
         "slider": 0,
         "title": page.evaluate(HEAD_MARKS)["title"],
@@ -268,7 +270,8 @@ def test_a_head_change_on_heads_and_layers_redraws_only_the_marks(browser, url):
     wait_idle(page)  # (which draws the charts out of view too, as printing does: their update waits until then)
     page.wait_for_function("() => ((" + HEAD_MARKS + ")() || {}).slider === 2", timeout=60000)
     marks = page.evaluate(HEAD_MARKS)
-    assert marks["bold"] == ["<b>head 2</b>"] and marks["flip"] == ["head 2"] and marks["cell"] == [[1.5, -0.5]]
+    assert marks["marked"] == ["head 2"] and marks["panel"] == ["x3 domain"]
+    assert marks["flip"] == ["head 2"] and marks["cell"] == [[1.5, -0.5]]
     assert "head 2" in marks["title"]
     draws = page.evaluate("() => window.__draws")
     marked = [

@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from tests.charts import figure
 from ui import compute, prefetch
+from viz.selection import panel_outline
 from viz.views import figures_for_trace
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -62,8 +63,9 @@ def test_a_head_change_builds_nothing_and_draws_that_head(heads_page):
         overview = figure(at, "fig_overview")
         (shape,) = overview["layout"]["shapes"]
         assert (shape["x0"], shape["y0"]) == (head - 0.5, at.session_state["layer"] - 0.5)
-        titles = [a["text"] for a in figure(at, "fig_head_grid")["layout"]["annotations"][:12]]
-        assert titles[head] == f"<b>head {head}</b>" and sum("<b>" in t for t in titles) == 1
+        grid = figure(at, "fig_head_grid")["layout"]
+        coloured = [a["text"] for a in grid["annotations"][:12] if a.get("font", {}).get("color")]
+        assert coloured == [f"head {head}"] and grid["shapes"] == [panel_outline(head)]
 
 
 @pytest.mark.parametrize(("key", "value"), [("scaling", "none"), ("mask", "causal"), ("encoding", "none")])

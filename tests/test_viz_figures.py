@@ -165,7 +165,8 @@ def test_head_grid_and_overview():
     fig = head_grid(attentions[1], TOKENS, TOKENS, layer=1, selected=2)
     for h in range(4):
         assert np.array_equal(z_of(trace_named(fig, f"head {h}")), attentions[1, h])
-    assert "<b>head 2</b>" in [a.text for a in fig.layout.annotations]
+    assert [a.text for a in fig.layout.annotations if a.font.color] == ["head 2"]
+    assert [s.xref for s in fig.layout.shapes] == ["x3 domain"]  # the chosen panel outlined
     fig = head_overview(attentions, "first_token", selected=(1, 2))
     assert np.allclose(z_of(trace_named(fig, "overview")), overview_matrix(attentions, "first_token"))
     assert fig.layout.yaxis.title.text == "layer" and fig.layout.xaxis.title.text == "head"

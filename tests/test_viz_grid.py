@@ -14,7 +14,7 @@ from plotly.subplots import make_subplots
 from viz.checks import as_array, as_mask, check_labels
 from viz.heads import GRID_DISPLAY_MAX, _head_panel, grid_shape, head_grid
 from viz.heatmaps import colour_axis
-from viz.selection import panel_title
+from viz.selection import grid_selection, panel_title
 from viz.theme import apply_theme
 
 
@@ -30,7 +30,7 @@ def stepwise_grid(weights, query_tokens, key_tokens, *, mask=None, layer=None, c
     key_tokens = check_labels("key_tokens", key_tokens, cols, "weights", weights.shape)
     mask = as_mask("mask", mask, (rows, cols))
     grid_rows, grid_cols = grid_shape(heads, columns)
-    fig = make_subplots(rows=grid_rows, cols=grid_cols, subplot_titles=[panel_title(h, selected) for h in range(heads)],
+    fig = make_subplots(rows=grid_rows, cols=grid_cols, subplot_titles=[panel_title(h) for h in range(heads)],
                         horizontal_spacing=0.02 + 0.04 / grid_cols, vertical_spacing=min(0.12, 0.35 / grid_rows))  # fmt: skip
     for h in range(heads):
         _head_panel(fig, weights[h], h, (grid_rows, grid_cols, heads), mask, query_tokens, key_tokens)
@@ -40,7 +40,10 @@ def stepwise_grid(weights, query_tokens, key_tokens, *, mask=None, layer=None, c
         coloraxis=colour_axis("sequential", title="weight", zmin=0.0, zmax=1.0),
         height=140 + 230 * grid_rows,
     )
-    return apply_theme(fig, theme)
+    fig = apply_theme(fig, theme)
+    if selected is not None:
+        fig.plotly_update(relayout_data=grid_selection(heads, selected)[1])
+    return fig
 
 
 def _case(heads: int, n: int, causal: bool, seed: int):

@@ -297,8 +297,9 @@ def unpack(data: bytes) -> dict:
 
 def apply_update(figure: dict, update) -> dict:
     """``figure`` (a plotly figure dict) with ``update`` = (restyle, relayout) applied as ``Plotly.update`` does
-    for the attribute paths ``viz.selection`` writes ("title.text", "annotations[3].text", "shapes"): a restyle
-    value that is a list gives trace i its item i (modulo its length), any other value every trace. Changed in
+    for the attribute paths ``viz.selection`` writes ("title.text", "annotations[3].font.color", "shapes"): a restyle
+    value that is a list gives trace i its item i (modulo its length), any other value every trace; None removes
+    the attribute (plotly.js's null: back to its default). Changed in
     place and returned (tests/test_selection.py checks it against plotly.py's ``Figure.plotly_update``)."""
     restyle, relayout = update
     for index, trace in enumerate(figure.get("data", [])):
@@ -321,7 +322,10 @@ def _set_path(target: dict, path: str, value) -> None:
             target = target[step]
         else:
             target = target.setdefault(step, [] if isinstance(following, int) else {})
-    target[steps[-1]] = value
+    if value is None and not isinstance(steps[-1], int):
+        target.pop(steps[-1], None)
+    else:
+        target[steps[-1]] = value
 
 
 def spec_bytes(fig: go.Figure) -> bytes:

@@ -20,7 +20,7 @@ from .heatmaps import (
     style_axis,
     wants_values,
 )
-from .selection import panel_title, selected_cell
+from .selection import SELECTED_COLOUR, panel_outline, panel_title, selected_cell
 from .stats import SHORT_NAMES, STATISTICS, overview_matrix
 from .theme import SEQUENTIAL_OTHER, apply_theme, themed_figure
 
@@ -123,7 +123,7 @@ def head_grid(
     """Every head's weights (H, L, S) as small multiples sharing one 0..1 scale.
 
     Trace ``h`` (name "head h") holds head h's weights; masked cells are grey as in
-    ``attention_heatmap``. ``selected`` gets a bold panel title. Token ticks appear on the outer
+    ``attention_heatmap``. ``selected``'s panel is outlined and its title coloured. Token ticks appear on the outer
     panels only, and only for short sequences.
     """
     weights = as_array("weights", weights, 3)
@@ -134,7 +134,7 @@ def head_grid(
     key_tokens = check_labels("key_tokens", key_tokens, cols, "weights", weights.shape)
     mask = as_mask("mask", mask, (rows, cols))
     grid_rows, grid_cols = grid_shape(heads, columns)
-    titles = [panel_title(h, selected) for h in range(heads)]
+    titles = [panel_title(h) for h in range(heads)]
     spacing = (0.02 + 0.04 / grid_cols, min(0.12, 0.35 / grid_rows))
     layer_text = "" if layer is None else f"layer {layer}: "
     shape = f"({rows} queries × {cols} keys)"
@@ -146,7 +146,8 @@ def head_grid(
             coloraxis=colour_axis("sequential", title="weight", zmin=0.0, zmax=1.0),
             height=140 + PANEL_HEIGHT * grid_rows,
         )
-        return themed_figure(traces, layout, theme, validate=False)
+        fig = themed_figure(traces, layout, theme, validate=False)
+        return fig if selected is None else _marked(fig, selected)
     fig = make_subplots(
         rows=grid_rows,
         cols=grid_cols,
@@ -169,7 +170,16 @@ def head_grid(
         coloraxis=colour_axis("sequential", title="weight", zmin=0.0, zmax=1.0),
         height=140 + PANEL_HEIGHT * grid_rows,
     )
-    return apply_theme(fig, theme)
+    fig = apply_theme(fig, theme)
+    return fig if selected is None else _marked(fig, selected)
+
+
+def _marked(fig: go.Figure, selected: int) -> go.Figure:
+    """The grid with the chosen head marked as the page marks it (``viz.selection.grid_selection``; the two are
+    compared head by head in tests/test_selection.py): its title coloured, its panel outlined."""
+    fig.layout.annotations[selected].font.color = SELECTED_COLOUR
+    fig.update_layout(shapes=[panel_outline(selected)])
+    return fig
 
 
 def head_overview(
