@@ -22,6 +22,7 @@
 // configuration) and the load of plotly.js it started when the page's first chart mounted.
 
 import { follow } from "./follow.js";
+import { withUpdate } from "./marks.js";
 import { attach as attachRows, remember as rememberRows, showsAlready } from "./query_rows.js";
 
 const decoder = new TextDecoder();
@@ -195,7 +196,12 @@ function parse(div, arrived) {
 
 function draw(div, figure, update, token, settings, base) {
   // `figure` null: the figure drawn stays, only `update` is applied to it (a head change on a figure kept for
-  // every head).
+  // every head). A new figure and its update: the update is put into the figure, which is drawn once (withUpdate).
+  const marking = !!(figure && update);
+  if (marking) {
+    figure = withUpdate(figure, update);
+    update = null;
+  }
   const layout = (figure && figure.layout) || {};
   const types = ((figure && figure.data) || []).map((trace) => trace.type || "scatter");
   plotly(settings, base, types)
@@ -209,7 +215,7 @@ function draw(div, figure, update, token, settings, base) {
       };
       const apply = () => (update && div.__lensToken === token ? Plotly.update(div, update[0], update[1]) : null);
       if (!figure) return Promise.resolve(apply()).then(marked);
-      if (!update && showsAlready(div, figure)) return Promise.resolve(marked()); // flipped to it in the page
+      if (!marking && showsAlready(div, figure)) return Promise.resolve(marked()); // flipped to it in the page
       div.__lensLayout = { width: layout.width, height: layout.height, paper_bgcolor: layout.paper_bgcolor };
       // One config object per chart: Plotly.react starts over (a new plot, its handlers dropped) when the
       // config it is given is not the one it drew with.
@@ -218,7 +224,6 @@ function draw(div, figure, update, token, settings, base) {
       div.__lensDraws = (div.__lensDraws || 0) + 1; // figures drawn here (tests count them)
       return Plotly.react(div, figure.data || [], layout, div.__lensConfig)
         .then(() => attachRows(div, figure, Plotly)) // a step-through's queries (query_rows.js)
-        .then(apply)
         .then(marked);
     })
     .catch((err) => say(div, "This chart could not be drawn: " + err.message));
