@@ -238,6 +238,19 @@ def test_page_trace_sums_a_js_profile_s_self_time_by_function_and_by_file():
     assert self_time(profile, by="file") == [(5.0, "(idle)"), (3.5, "chart.js")]
 
 
+def test_plotly_calls_sums_each_call_per_chart_costliest_first():
+    from benchmarks.plotly_calls import per_chart
+
+    calls = [["react", "fig_lines", 60.0], ["update", "fig_lines", 70.5], ["react", "fig_lines", 39.0],
+             ["update", "fig_head_grid", 18.0]]  # fmt: skip
+    assert list(per_chart(calls).items()) == [
+        ("react fig_lines", 99.0),
+        ("update fig_lines", 70.5),
+        ("update fig_head_grid", 18.0),
+    ]
+    assert per_chart([]) == {}
+
+
 def test_open_link_gives_every_open_a_text_of_its_own_at_the_size_asked():
     from urllib.parse import parse_qs, urlparse
 

@@ -297,10 +297,8 @@ def unpack(data: bytes) -> dict:
 
 def apply_update(figure: dict, update) -> dict:
     """``figure`` (a plotly figure dict) with ``update`` = (restyle, relayout) applied as ``Plotly.update`` does
-    for the attribute paths ``viz.selection`` writes ("title.text", "annotations[3].font.color", "shapes"): a restyle
-    value that is a list gives trace i its item i (modulo its length), any other value every trace; None removes
-    the attribute (plotly.js's null: back to its default). Changed in
-    place and returned (tests/test_selection.py checks it against plotly.py's ``Figure.plotly_update``)."""
+    for ``viz.selection``'s paths: a restyle list gives trace i its item i (modulo its length), any other value every
+    trace; None removes the attribute. In place (checked against plotly.py's ``Figure.plotly_update``; the page: marks.js)."""
     restyle, relayout = update
     for index, trace in enumerate(figure.get("data", [])):
         for path, value in restyle.items():
@@ -318,14 +316,12 @@ def _set_path(target: dict, path: str, value) -> None:
         steps.append(name)
         steps += [int(index) for index in rest.rstrip("]").split("][")] if rest else []
     for step, following in zip(steps, steps[1:], strict=False):
-        if isinstance(step, int):
-            target = target[step]
-        else:
-            target = target.setdefault(step, [] if isinstance(following, int) else {})
-    if value is None and not isinstance(steps[-1], int):
-        target.pop(steps[-1], None)
-    else:
+        empty = [] if isinstance(following, int) else {}
+        target = target[step] if isinstance(step, int) else target.setdefault(step, empty)
+    if value is not None or isinstance(steps[-1], int):
         target[steps[-1]] = value
+    else:
+        target.pop(steps[-1], None)
 
 
 def spec_bytes(fig: go.Figure) -> bytes:
