@@ -24,9 +24,10 @@ from pathlib import Path
 from urllib.parse import quote
 
 from benchmarks.common import write_json
+from benchmarks.page_trace import WORDS  # about 2.7 characters a MiniLM token
+from ui.settings import VIEW_LABELS
 
-WORDS = "I am a cat. It is on a mat. We go to it so do you. "  # about 2.7 characters a MiniLM token
-VIEW_LABELS = {"heads": "Heads & layers", "compare": "Core vs model", "query": "Query inspector"}
+VIEWS = ("heads", "compare", "query")  # views with charts marked or drawn on a first visit
 CALLS = ("react", "newPlot", "update", "restyle", "relayout")
 SPY = """(() => { window.__calls = []; let real;
   Object.defineProperty(window, 'Plotly', {configurable: true, get: () => real, set: (plotly) => { real = plotly;
@@ -86,7 +87,7 @@ def record(app_dir: str | None, view: str, action: str, tokens: int, clicks: int
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.plotly_calls", description=__doc__.split("\n")[0])
-    parser.add_argument("--view", choices=tuple(VIEW_LABELS), default="heads")
+    parser.add_argument("--view", choices=VIEWS, default="heads")
     parser.add_argument("--action", choices=("visit", "head"), default="visit")
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--clicks", type=int, default=3)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks import plotly_calls
 from tests.browser import ROOT, streamlit_app
 from ui.controls import MASK_LABELS
 
@@ -282,23 +283,13 @@ def test_a_head_change_on_heads_and_layers_redraws_only_the_marks(browser, url):
     page.close()
 
 
-# Every Plotly call the page makes, from before plotly.js loads: the bundle's `window.Plotly = ...` goes through
-# this setter, which wraps the functions that draw.
-DRAW_SPY_FROM_LOAD = """(() => { window.__draws = []; let real;
-  Object.defineProperty(window, 'Plotly', {configurable: true, get: () => real, set: (plotly) => { real = plotly;
-    for (const name of ['react', 'newPlot', 'update', 'restyle', 'relayout']) { const f = plotly[name];
-      plotly[name] = function (div, ...rest) { const box = div.closest && div.closest('[class*="st-key-"]');
-        window.__draws.push([name, box ? [...box.classList].find(c => c.startsWith('st-key-')) : '']);
-        return f.call(this, div, ...rest); }; } }}); })()"""
-
-
 def test_a_first_visit_draws_each_marked_chart_once_with_its_mark(browser, url):
     """Heads & layers opened on head 2: each figure kept for every head arrives with head 2's mark as an update,
     which the page puts into the figure before drawing it (ui/components/lens_chart/marks.js), so each chart is
     drawn once, already marked. Drawn and then updated, the flip chart and the attention lines were computed twice
     by plotly.js (their slider's `visible`)."""
     page = browser.new_page(viewport={"width": 1366, "height": 900})
-    page.add_init_script(DRAW_SPY_FROM_LOAD)
+    page.add_init_script(plotly_calls.SPY)  # every Plotly call, from before plotly.js loads: [name, chart key, ms]
     page.goto(url + "/?view=heads&head=2")
     wait_idle(page)
     page.wait_for_function(ALL_DRAWN, timeout=60000, polling=100)
@@ -312,10 +303,9 @@ def test_a_first_visit_draws_each_marked_chart_once_with_its_mark(browser, url):
     )
     heads_shown = [name for name in lines if name.startswith("head ")]  # (beside the query and key token labels)
     assert heads_shown and all(name.startswith("head 2 ") for name in heads_shown), lines
-    draws = page.evaluate("() => window.__draws")
-    keys = ("st-key-fig_head_grid", "st-key-fig_head_flip", "st-key-fig_overview", "st-key-fig_lines")
-    for key in keys:
-        assert [name for name, where in draws if where == key] == ["react"], (key, draws)
+    draws = page.evaluate("() => window.__calls")
+    for key in ("fig_head_grid", "fig_head_flip", "fig_overview", "fig_lines"):
+        assert [name for name, where, _ in draws if where == key] == ["react"], (key, draws)
     no_errors(page)
     page.close()
 
