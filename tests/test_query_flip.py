@@ -97,7 +97,7 @@ def test_long_rows_or_values_that_are_not_finite_are_not_sent(monkeypatch):
     assert not fits(_rows(broken))
 
 
-def test_a_long_slider_has_no_step_labels_and_no_current_value():
+def test_a_long_slider_hides_its_step_labels():
     head = _head()
     rows = _rows(head)
     short = with_flip(_figure(head, 0), rows, 0).layout.sliders[0]
@@ -106,13 +106,7 @@ def test_a_long_slider_has_no_step_labels_and_no_current_value():
         patch.setattr(query_flip, "SLIDER_LABELS_MAX", N - 1)
         long = with_flip(_figure(head, 0), rows, 0).layout.sliders[0]
     assert long.font.color == query_flip.CLEAR and long.tickcolor == query_flip.CLEAR
-    # no text for plotly.js to measure per step, and no current value (the active step's label): the title says it
-    assert [step.label for step in long.steps] == [""] * N and [step.value for step in long.steps] == [
-        str(i) for i in range(N)
-    ]
-    assert long.currentvalue.visible is False and long.active == 0
-    assert short.currentvalue.visible is True and [step.label for step in short.steps] == [str(i) for i in range(N)]
-    assert short.currentvalue.font.color not in (None, query_flip.CLEAR) and short.currentvalue.font.size > 10
+    assert long.currentvalue.font.color not in (None, query_flip.CLEAR) and long.currentvalue.font.size > 10
 
 
 def test_the_view_s_figure_flips_and_a_query_that_blocks_nothing_gets_the_frame_with_the_cross(monkeypatch):

@@ -37,7 +37,7 @@ from .theme import MASK_COLOUR
 FLIP_BYTES = 1_000_000  # the rows sent with one step-through at most (a query change today sends about 20 kB)
 SLIDER_PREFIX = "query "
 CLEAR = "rgba(0,0,0,0)"  # the step labels and ticks of a long slider (one tick per query would be a grey band)
-SLIDER_LABELS_MAX = 32  # step labels under the rail, and the current value, up to this many queries (more: none)
+SLIDER_LABELS_MAX = 32  # step labels written under the rail up to this many queries (more: only the chosen one)
 
 
 @dataclass(frozen=True)
@@ -138,14 +138,10 @@ def with_flip(
     fig.layout.sliders = [
         dict(
             active=start,
-            # A long slider's steps have no label: plotly.js measures the text of every label it has not met before
-            # in the page (each a layout of the page), and 64 of them were a third of the step-through's first draw
-            # at 64 MiniLM tokens (180-205 -> 122-142 ms, report section 7, "thirty-sixth"). The current value is
-            # the active step's label, so it goes too: the chart's title names the query shown.
-            steps=[dict(method="skip", label=str(i) if labels else "", value=str(i)) for i in range(queries)],
+            steps=[dict(method="skip", label=str(i), value=str(i)) for i in range(queries)],
             # its own font: the step labels' may be hidden, and the current value follows them otherwise
             currentvalue=dict(
-                prefix=SLIDER_PREFIX, visible=labels, font=dict(size=13, color=fig.layout.font.color or "#222")
+                prefix=SLIDER_PREFIX, visible=True, font=dict(size=13, color=fig.layout.font.color or "#222")
             ),
             pad=dict(t=40, b=10),
             len=1.0,
