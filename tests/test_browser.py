@@ -5,6 +5,8 @@ Saves screenshots at desktop (1366x900) and phone (390x844) widths to docs/scree
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pytest
 
 from benchmarks import plotly_calls
@@ -609,10 +611,11 @@ QUERY_STATE = """() => { const el = document.querySelector('.st-key-fig_query .j
 
 
 def _query_page(browser, url, query: int):
+    """``url``: the server's, or a link of it with settings of its own (``?text=...``)."""
     page = browser.new_page(viewport={"width": 1366, "height": 900})
     received: list = []
     page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: received.append(frame)))
-    page.goto(url + f"/?view=query&mask=causal&query={query}")
+    page.goto(url + ("&" if "?" in url else "/?") + f"view=query&mask=causal&query={query}")
     wait_idle(page)
     no_errors(page)
     page.locator(".st-key-fig_query").scroll_into_view_if_needed()
@@ -626,8 +629,50 @@ def _slide_to(page, step: int) -> None:
     slider.scroll_into_view_if_needed()
     page.wait_for_timeout(300)
     rail = chart.locator(".slider-rail-touch-rect").first.bounding_box()
-    box = slider.get_by_text(str(step), exact=True).first.bounding_box()
+    labelled = slider.get_by_text(str(step), exact=True)  # a long slider's steps have no label: the step's tick
+    box = (labelled if labelled.count() else slider.locator(".slider-tick-rect").nth(step)).first.bounding_box()
     page.mouse.click(box["x"] + box["width"] / 2, rail["y"] + rail["height"] / 2)
+
+
+# The step-through's slider: its steps' labels, and the current value as the page shows it (plotly.js gives that text
+# the labels' class; it is the slider group's own text, the steps' sit in groups of their own).
+SLIDER_TEXT = """() => { const el = document.querySelector('.st-key-fig_query .js-plotly-plot');
+  const value = el && el.querySelector('.slider-group > text.slider-label');
+  return el && el.layout.sliders ? {labels: el.layout.sliders[0].steps.map((s) => s.label),
+    value: value ? value.textContent : null} : null; }"""
+LONG_TEXT = "I am a cat. It is on a mat. We go to it so do you. I am a cat. It is on a mat. We go to it so do you."
+
+
+def test_a_long_query_slider_has_no_step_labels_and_its_current_value_says_the_query_shown(browser, url):
+    """viz/query_flip.py: a slider of more than SLIDER_LABELS_MAX queries has no step labels (plotly.js measured each
+    label's text, and each current value's, on the chart's first draw), so its current value is "query " and the
+    query the figure was drawn for; the chart's script (query_rows.js ``readout``) writes the query shown into it
+    after a flip on the slider, a pick in the box and a redraw (here: a narrower window). It says what a page opened
+    on that query says."""
+    from viz.query_flip import SLIDER_LABELS_MAX
+
+    link = f"{url}/?text={quote(LONG_TEXT)}"
+    page, _ = _query_page(browser, link, 0)
+    slider = page.evaluate(SLIDER_TEXT)
+    queries = len(slider["labels"])
+    assert queries > SLIDER_LABELS_MAX and set(slider["labels"]) == {""}
+    assert slider["value"] == "query 0"
+    for step in (20, queries - 1):
+        _slide_to(page, step)
+        _title_is(page, step)
+        assert page.evaluate(SLIDER_TEXT)["value"] == f"query {step}"
+    page.set_viewport_size({"width": 1100, "height": 900})  # plotly.js draws the slider again, its own text first
+    page.wait_for_timeout(1500)
+    assert page.evaluate(SLIDER_TEXT)["value"] == f"query {queries - 1}"
+    _pick_in_box(page, 7)
+    _title_is(page, 7)
+    wait_idle(page)
+    assert page.evaluate(SLIDER_TEXT)["value"] == "query 7"
+    server, _ = _query_page(browser, link, 7)
+    assert server.evaluate(SLIDER_TEXT) == page.evaluate(SLIDER_TEXT)
+    server.close()
+    no_errors(page)
+    page.close()
 
 
 def test_the_query_slider_flips_rows_in_the_browser_exactly_as_the_server_draws_them(browser, url):

@@ -97,7 +97,7 @@ def test_long_rows_or_values_that_are_not_finite_are_not_sent(monkeypatch):
     assert not fits(_rows(broken))
 
 
-def test_a_long_slider_hides_its_step_labels():
+def test_a_long_slider_has_no_step_labels_and_its_current_value_names_the_query_drawn():
     head = _head()
     rows = _rows(head)
     short = with_flip(_figure(head, 0), rows, 0).layout.sliders[0]
@@ -107,6 +107,14 @@ def test_a_long_slider_hides_its_step_labels():
         long = with_flip(_figure(head, 0), rows, 0).layout.sliders[0]
     assert long.font.color == query_flip.CLEAR and long.tickcolor == query_flip.CLEAR
     assert long.currentvalue.font.color not in (None, query_flip.CLEAR) and long.currentvalue.font.size > 10
+    # no label to measure per step: the current value is one text, "query " and the query drawn (its suffix)
+    assert [step.label for step in long.steps] == [""] * N
+    assert [step.value for step in long.steps] == [str(i) for i in range(N)]
+    assert long.currentvalue.prefix == query_flip.SLIDER_PREFIX and long.currentvalue.suffix == "0"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(query_flip, "SLIDER_LABELS_MAX", N - 1)
+        assert with_flip(_figure(head, 3), rows, 3).layout.sliders[0].currentvalue.suffix == "3"
+    assert [step.label for step in short.steps] == [str(i) for i in range(N)] and short.currentvalue.suffix is None
 
 
 def test_the_view_s_figure_flips_and_a_query_that_blocks_nothing_gets_the_frame_with_the_cross(monkeypatch):

@@ -37,7 +37,7 @@ from .theme import MASK_COLOUR
 FLIP_BYTES = 1_000_000  # the rows sent with one step-through at most (a query change today sends about 20 kB)
 SLIDER_PREFIX = "query "
 CLEAR = "rgba(0,0,0,0)"  # the step labels and ticks of a long slider (one tick per query would be a grey band)
-SLIDER_LABELS_MAX = 32  # step labels written under the rail up to this many queries (more: only the chosen one)
+SLIDER_LABELS_MAX = 32  # step labels written under the rail up to this many queries (more: none, ``with_flip``)
 
 
 @dataclass(frozen=True)
@@ -138,10 +138,19 @@ def with_flip(
     fig.layout.sliders = [
         dict(
             active=start,
-            steps=[dict(method="skip", label=str(i), value=str(i)) for i in range(queries)],
+            # A long slider's steps have no label. plotly.js measures the text of every step's label and of the
+            # current value each step would show ("query 0" ... "query 63"), a layout of the page for each text it
+            # has not met before: at 64 MiniLM tokens that was a third of the step-through's first draw in the page.
+            # With no label, the current value is "query " and the query started on (its suffix) for every step:
+            # one text. The chart's script writes the query flipped to into it (ui/components/lens_chart/
+            # query_rows.js ``readout``); a figure drawn or exported for a query says that query.
+            steps=[dict(method="skip", label=str(i) if labels else "", value=str(i)) for i in range(queries)],
             # its own font: the step labels' may be hidden, and the current value follows them otherwise
             currentvalue=dict(
-                prefix=SLIDER_PREFIX, visible=True, font=dict(size=13, color=fig.layout.font.color or "#222")
+                prefix=SLIDER_PREFIX,
+                suffix=None if labels else str(start),
+                visible=True,
+                font=dict(size=13, color=fig.layout.font.color or "#222"),
             ),
             pad=dict(t=40, b=10),
             len=1.0,

@@ -104,8 +104,24 @@ function flip(div, i, Plotly, moveSlider) {
   const [restyle, relayout, traces] = rowUpdate(rows, div.data, i);
   if (moveSlider) relayout["sliders[0].active"] = i; // a pick in the box: the slider's handle follows
   div.__lensShows = showing(named, i);
-  Plotly.update(div, restyle, relayout, traces);
+  div.__lensQuery = i;
+  const drawn = Plotly.update(div, restyle, relayout, traces);
+  readout(div);
+  if (drawn && drawn.then) drawn.then(() => readout(div));
   return true;
+}
+
+// A long slider's steps have no label (viz/query_flip.py `with_flip`): its current value is "query " and, as its
+// suffix, the query the figure was drawn for. plotly.js writes that text whenever it draws the slider (each step
+// of a drag, a box pick, a resize), so the query shown is written over it here after each flip and each redraw:
+// the same words the server's figure for that query has. A short slider (no suffix) says its step's own label.
+export function readout(div) {
+  const sliders = div.layout && div.layout.sliders;
+  const value = sliders && sliders[0] && sliders[0].currentvalue;
+  if (!value || value.suffix == null || !Number.isInteger(div.__lensQuery)) return;
+  const text = div.querySelector(".slider-group > text.slider-label"); // the current value (it has the labels' class)
+  const said = `${value.prefix || ""}${div.__lensQuery}`;
+  if (text && text.textContent !== said) text.textContent = said;
 }
 
 // Listen to the chart's slider: each chosen step fills its query from the rows the figure drawn last names. Checked
@@ -115,10 +131,15 @@ function flip(div, i, Plotly, moveSlider) {
 export function attach(div, figure, Plotly) {
   const named = (div.__lensNamed = (figure && figure.lens_rows) || null);
   div.__lensShows = showing(named, startOf(figure));
+  div.__lensQuery = startOf(figure);
   if (!div.__lensShows) return;
   if (!lookup(named.digest)) ask(div, named.digest);
   div.__lensOnSlider ||= (event) => flip(div, Number(event && event.step && event.step.value), Plotly, false);
   div.__lensFlipTo ||= (i) => flip(div, i, Plotly, true);
-  const listening = div._ev && div._ev.listeners && div._ev.listeners("plotly_sliderchange").includes(div.__lensOnSlider);
-  if (!listening) div.on("plotly_sliderchange", div.__lensOnSlider);
+  div.__lensReadout ||= () => readout(div);
+  const listens = (name, handler) => div._ev && div._ev.listeners && div._ev.listeners(name).includes(handler);
+  if (!listens("plotly_sliderchange", div.__lensOnSlider)) div.on("plotly_sliderchange", div.__lensOnSlider);
+  for (const drawn of ["plotly_afterplot", "plotly_relayout"]) {
+    if (!listens(drawn, div.__lensReadout)) div.on(drawn, div.__lensReadout); // the slider drawn again
+  }
 }
