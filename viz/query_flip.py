@@ -148,9 +148,9 @@ def with_flip(
             # its own font: the step labels' may be hidden, and the current value follows them otherwise
             currentvalue=dict(
                 prefix=SLIDER_PREFIX,
-                suffix=None if labels else str(start),
                 visible=True,
                 font=dict(size=13, color=fig.layout.font.color or "#222"),
+                **({} if labels else dict(suffix=str(start))),
             ),
             pad=dict(t=40, b=10),
             len=1.0,
