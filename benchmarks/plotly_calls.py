@@ -12,7 +12,7 @@ goes through a setter). ``visit``: a fresh page opens on the derivation for each
 milliseconds it ran before returning (plotly.js draws within the call; its promise resolves right after). A
 window ``--height`` pixels tall: charts further than half a screen below it are drawn only when scrolled near
 (``ui/components/lens_chart/chart.js``). Used for report section 7, "thirty-fifth" (the head grid's mark, and a
-chart's first draw with its mark).
+chart's first draw with its mark) and "thirty-sixth" (the step-through's first draw, its slider's texts).
 """
 
 from __future__ import annotations
