@@ -738,6 +738,30 @@ def test_a_query_picked_in_the_box_is_flipped_to_in_the_page_and_the_server_s_fi
     page.close()
 
 
+def test_the_server_s_figure_for_another_query_of_the_rows_shown_is_flipped_to_not_drawn(browser, url):
+    """query_rows.js ``flipsTo``: a figure of the frame and rows on screen for another query is flipped to in the
+    page, not drawn. Here the page's own flip on a pick in the box is turned off (follow.js's observer), as when a
+    busy machine paints the closing list after the server's figure has come: the chart still draws nothing more,
+    and shows what a page opened on that query shows, its slider on it."""
+    page, _ = _query_page(browser, url, 0)
+    draws = page.evaluate(DRAWS)
+    page.evaluate("() => window.__lensFollow.observer.disconnect()")  # the box's pick no longer flips the chart
+    for query in (4, 1):
+        _pick_in_box(page, query)
+        _title_is(page, query)  # flipped to when the server's figure came
+        wait_idle(page)
+        assert page.evaluate(DRAWS) == draws
+        active = "() => document.querySelector('.st-key-fig_query .js-plotly-plot').layout.sliders[0].active"
+        assert page.evaluate(active) == query
+        picked = page.evaluate(QUERY_STATE)
+        server, _ = _query_page(browser, url, query)
+        drawn = server.evaluate(QUERY_STATE)
+        server.close()
+        assert picked == drawn, query
+    no_errors(page)
+    page.close()
+
+
 def test_a_press_on_a_query_in_the_box_s_list_flips_the_chart_before_the_release_and_back_if_none_is_chosen(
     browser, url
 ):

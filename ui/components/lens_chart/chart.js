@@ -23,7 +23,7 @@
 
 import { follow } from "./follow.js";
 import { withUpdate } from "./marks.js";
-import { attach as attachRows, remember as rememberRows, showsAlready } from "./query_rows.js";
+import { attach as attachRows, flipsTo, remember as rememberRows, showsAlready } from "./query_rows.js";
 
 const decoder = new TextDecoder();
 let loading = null; // one load of plotly.js for the whole page: {route, plotly}
@@ -215,7 +215,8 @@ function draw(div, figure, update, token, settings, base) {
       };
       const apply = () => (update && div.__lensToken === token ? Plotly.update(div, update[0], update[1]) : null);
       if (!figure) return Promise.resolve(apply()).then(marked);
-      if (!marking && showsAlready(div, figure)) return Promise.resolve(marked()); // flipped to it in the page
+      // a step-through's query, flipped to in the page already (or now: another query of the rows it shows)
+      if (!marking && (showsAlready(div, figure) || flipsTo(div, figure))) return Promise.resolve(marked());
       div.__lensLayout = { width: layout.width, height: layout.height, paper_bgcolor: layout.paper_bgcolor };
       // One config object per chart: Plotly.react starts over (a new plot, its handlers dropped) when the
       // config it is given is not the one it drew with.

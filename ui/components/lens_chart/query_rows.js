@@ -94,6 +94,18 @@ export function showsAlready(div, figure) {
   return shows !== null && div.__lensShows === shows && div.classList.contains("js-plotly-plot");
 }
 
+// A figure of the frame and rows on screen for another query (the server fills a kept frame with that query's row
+// the same way: viz/query.py): flipped to here, not drawn. Should the server's figure for a pick in the box come
+// before the page flips to it (follow.js flips once the closing list is painted; a busy machine paints late), it
+// is not drawn over the chart. False when it is not such a figure or the rows are not here (then it is drawn).
+export function flipsTo(div, figure) {
+  const named = figure && figure.lens_rows;
+  const shown = div.__lensNamed;
+  if (!named || !shown || named.frame !== shown.frame || named.digest !== shown.digest) return false;
+  if (!div.classList.contains("js-plotly-plot") || typeof div.__lensFlipTo !== "function") return false;
+  return div.__lensFlipTo(startOf(figure));
+}
+
 function flip(div, i, Plotly, moveSlider) {
   // Query i's row into the traces, from the rows the figure drawn last names; false when they are not here.
   const named = div.__lensNamed;
