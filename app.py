@@ -125,9 +125,9 @@ def _later_steps_alone() -> bool:
     """Whether a change of the scaling or the mask may rerun only the header and the derivation's steps 4-7: the
     derivation is shown, as the last run drew it, and the capture's sizes are still main()'s (the padding adds
     tokens: the whole script). The derivation's asker (ui/ahead.py) is not drawn again then; the page takes what
-    it shows from the views drawn ahead after it, which carry the newer run (ahead.js ``currentLook``)."""
+    it shows from the views drawn ahead after it, which carry the newer run (ahead.js ``currentWants``)."""
     view, drawn = chosen_view(), st.session_state.get(ahead.DRAWN, {})
-    return view == "derivation" and drawn.get(view) == _look() and _sizes() == st.session_state.get(CAPTURE_SIZES)
+    return view == "derivation" and drawn.get(view) == _look(view) and _sizes() == st.session_state.get(CAPTURE_SIZES)
 
 
 def _controls_fragment(group: str):
@@ -227,7 +227,7 @@ def _header_panel(model: str, text: str, facts, num_tokens: int):
     replay_slot = header.render(trace, str(device), settings)
     st.session_state["_panel_run"] = st.session_state.get("_panel_run", 0) + 1
     if st.session_state.pop(LATER_ALONE, False):  # the panel does not run: what it would do after the view
-        st.session_state[ahead.DRAWN] = {"derivation": _look()}  # steps 4-7 are drawn next, in this run
+        st.session_state[ahead.DRAWN] = {"derivation": _look("derivation")}  # steps 4-7 are drawn next, in this run
         header.replay_check(replay_slot, settings.request())  # (a long input's poll, drawn by the panel, goes on)
     return settings, replay_slot, trace.core.num_heads, fixes
 
@@ -252,11 +252,9 @@ def chosen_view() -> str:
     return st.session_state.get("view") or "derivation"
 
 
-def _look() -> str:
-    """What a drawn view shows besides its view: the numbers panel's run and every view-only setting."""
-    values = sidebar.view_only()
-    values.pop("view", None)
-    return f"{st.session_state.get('_panel_run')}|{sorted(values.items())!r}"
+def _look(view: str) -> str:
+    """What ``view`` shows besides being the view: the numbers panel's run and the view-only settings it shows."""
+    return ahead.look(st.session_state.get("_panel_run"), sidebar.view_only(), view)
 
 
 def _rerun(keys: list[str]) -> None:
@@ -270,9 +268,10 @@ def _rerun(keys: list[str]) -> None:
 def _view_changed() -> None:
     """The view control's callback. The page itself has shown the chosen view and hidden the rest (ui/switch.py);
     the chosen view's fragment runs only when what it shows is not already in the page (its run also writes the
-    link), else the control's own fragment runs, to write the link."""
+    link), else the control's own fragment runs, to write the link, and the view's slides buttons (what they record
+    of the settings its look leaves out, ui/ahead.py ``NOT_SHOWN``, may have changed since it was drawn)."""
     new, drawn = chosen_view(), st.session_state.setdefault(ahead.DRAWN, {})
-    keys = [VIEW_KEY + new] if drawn.get(new) != _look() else [SWITCH_KEY]
+    keys = [VIEW_KEY + new] if drawn.get(new) != _look(new) else [SWITCH_KEY, *_slides_keys(new)]
     for name in list(drawn):
         if name != new and (name not in KEPT_VIEWS or new not in KEPT_VIEWS):
             keys.append(VIEW_KEY + name)  # its fragment runs, finds it is not the chosen view, and draws nothing
@@ -280,8 +279,13 @@ def _view_changed() -> None:
     _rerun(keys)
 
 
+def _slides_keys(view: str) -> list[str]:
+    return [export.SLIDES_KEY + view] if view in EXPORTABLE else []
+
+
 def _asker(name: str, look: str | None) -> None:
-    ahead.asker(name, BOX_CLASS + name, look, KEPT_VIEWS.index(name), compute.session_id())
+    wants = {view: _look(view) for view in KEPT_VIEWS}
+    ahead.asker(name, BOX_CLASS + name, look, wants, KEPT_VIEWS.index(name), compute.session_id())
 
 
 def _draws_ahead(shown: str, name: str) -> bool:
@@ -352,7 +356,7 @@ def _view_fragment(name: str):
         finally:
             if asked:
                 ahead.release(compute.session_id())  # the server's turn to draw a view ahead
-        look = _look()
+        look = _look(name)
         st.session_state.setdefault(ahead.DRAWN, {})[name] = look
         if asks:  # what it shows: the page compares the others' with the shown one's
             _asker(name, look)

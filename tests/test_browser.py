@@ -525,12 +525,48 @@ def _drawn_ahead(browser, url):
 
 
 ASKS = "() => window.__lensAhead.asks"
+# the charts of the views kept hidden, each marked once: [key, whether it was marked before (the same <div>)]
+KEPT_CHARTS = """() => [...document.querySelectorAll('.st-key-lens-box-compare .lens-chart, .st-key-lens-box-heads .lens-chart')]
+  .map(d => { const key = [...d.closest('[class*="st-key-fig_"]').classList].find(c => c.startsWith('st-key-fig_'));
+              const seen = !!d.__keptMark; d.__keptMark = true; return [key, seen]; })"""
+
+
+def test_a_query_picked_leaves_the_views_it_does_not_change_as_drawn(browser):
+    """ui/ahead.py ``NOT_SHOWN``: a query picked in the Query inspector changes nothing that Core vs model and Heads
+    & layers show, so the page asks only for the derivation again (its live temperature follows the query); the
+    other two stay as drawn, hidden: no chart of theirs drawn again or from scratch. A switch to one of them then
+    only shows it (no Plotly draw), and its slides buttons are drawn again (they record the query)."""
+    with streamlit_app() as ahead_url:  # its own server: this page alone on it, as drawing ahead needs
+        page, _ = _query_page(browser, ahead_url, 0)
+        wait_idle(page)
+        kept = page.evaluate(KEPT_CHARTS)
+        assert len(kept) >= 5 and not any(seen for _, seen in kept), kept
+        asked = page.evaluate(ASKS)
+        page.evaluate(DRAW_SPY)
+        _pick_in_box(page, 5)
+        _title_is(page, 5)
+        wait_idle(page)
+        assert page.evaluate(ASKS) == asked + 1  # the derivation alone
+        assert page.evaluate(KEPT_CHARTS) == [[key, True] for key, _ in kept]  # the same <div>s
+        drawn = [key for name, key in page.evaluate("() => window.__draws") if name in ("react", "newPlot")]
+        assert not any(key in drawn for key, _ in kept), drawn
+        page.evaluate(DRAW_SPY)
+        page.get_by_text("Core vs model", exact=True).first.click()
+        page.wait_for_function(
+            "() => document.querySelector('.st-key-lens-box-compare').getBoundingClientRect().height > 0"
+        )
+        page.wait_for_function(STATUS_GONE, timeout=60000)
+        page.wait_for_timeout(800)
+        assert page.evaluate("() => window.__draws") == []
+        assert "query=5" in page.url and "view=compare" in page.url
+        no_errors(page)
+        page.close()
 
 
 def _drawn_ahead_after_steps_4_to_7(page):
     """A scaling click on the derivation reruns its steps 4-7 alone, not its asker (app.py ``_later_steps_alone``),
     and clears the other kept views: the page asks for each of them once, and then no more (the look it compares
-    with is the newer one the views drawn ahead carry, ahead.js ``currentLook``; with the derivation's older look
+    with is the newer one the views drawn ahead carry, ahead.js ``currentWants``; with the derivation's older look
     it asked again and again). A switch then shows a view drawn for the new scaling: nothing drawn."""
     page.get_by_text("Derivation", exact=True).first.click()
     wait_idle(page)

@@ -172,8 +172,8 @@ def _askers(run) -> dict:
 def test_the_page_s_ask_draws_that_view_ahead_hidden_and_a_switch_then_sends_nothing(tmp_path):
     """What the page does after a pause (ui/ahead.py): every kept view tells it what it shows (None: not in the
     page); an ask reruns that view's own fragment, which draws it (hidden: the view control is unchanged) and says
-    it shows what the view shown shows; a switch to a view drawn ahead sends no chart; a head change redraws only
-    the view shown, whose asker then says what the others must catch up with."""
+    it shows what the view shown wants for it; a switch to a view drawn ahead sends no chart; a head change redraws
+    only the view shown, whose asker then says what the others must catch up with."""
 
     async def scenario(server) -> None:
         from benchmarks.load_protocol import trigger_state
@@ -184,8 +184,9 @@ def test_the_page_s_ask_draws_that_view_ahead_hidden_and_a_switch_then_sends_not
         assert not run.errors, run.errors
         askers = _askers(run)
         assert set(askers) == {"derivation", "compare", "heads", "query"}, askers
-        look = askers["derivation"][2]["look"]
+        look, wants = askers["derivation"][2]["look"], askers["derivation"][2]["wants"]
         assert look and all(askers[view][2]["look"] is None for view in ("compare", "heads", "query"))
+        assert wants["derivation"] == look and set(wants) == set(askers)
         assert [askers[v][2]["order"] for v in ("derivation", "compare", "heads", "query")] == [0, 1, 2, 3]
 
         async def ask(view: str, asks: int, shown: str = "derivation"):
@@ -199,7 +200,7 @@ def test_the_page_s_ask_draws_that_view_ahead_hidden_and_a_switch_then_sends_not
 
         for asks, view in enumerate(("compare", "heads", "query"), start=1):
             run = await ask(view, asks)
-            assert charts(run) > 0 and _askers(run)[view][2]["look"] == look, (view, _askers(run))
+            assert charts(run) > 0 and _askers(run)[view][2]["look"] == wants[view], (view, _askers(run))
             askers.update(_askers(run))
 
         for view in ("heads", "query", "compare"):
@@ -207,10 +208,11 @@ def test_the_page_s_ask_draws_that_view_ahead_hidden_and_a_switch_then_sends_not
             assert run is not None and not run.errors and charts(run) == 0, (view, run and run.kinds)
         run, _, _ = await client.change("Head", "next")  # Core vs model redrawn; the others are stale now
         assert run is not None and not run.errors and charts(run) > 0
-        new_look = _askers(run)["compare"][2]["look"]
-        assert new_look != look and set(_askers(run)) == {"compare"}
+        new_wants = _askers(run)["compare"][2]["wants"]
+        assert new_wants["derivation"] != look and set(_askers(run)) == {"compare"}
+        assert _askers(run)["compare"][2]["look"] == new_wants["compare"]
         run = await ask("derivation", 4, shown="compare")
-        assert charts(run) > 0 and _askers(run)["derivation"][2]["look"] == new_look
+        assert charts(run) > 0 and _askers(run)["derivation"][2]["look"] == new_wants["derivation"]
         await client.close()
 
     with app_server(log_dir=tmp_path, env=AHEAD_ON) as server:

@@ -119,6 +119,26 @@ def eligible(shown: str, view: str, kept: Sequence[str], num_tokens: int) -> boo
     return shown in kept and view in kept and num_tokens <= UP_TO
 
 
+# What each kept view does not show of the view-only settings (ui.settings.VIEW_ONLY): its look leaves them out, so
+# that a change of one leaves it as drawn. A query picked in the Query inspector made Core vs model and Heads & layers
+# stale: the page asked for both again (at 64 MiniLM tokens about 0.9 MB sent and five charts drawn from scratch,
+# within three seconds of each pick), and an ask turned down while the pick's neighbours were built cleared the view.
+# What their slides buttons record of these settings is drawn again on a switch to the view (app.py).
+NOT_SHOWN = {
+    "derivation": ("statistic", "query_set", "pair_text"),
+    "compare": ("query", "query_set", "statistic", "pair_text", "hide_special", "words", "fixed_range"),
+    "heads": ("query", "query_set", "pair_text"),
+    "query": ("statistic", "pair_text"),
+}
+
+
+def look(run, values: dict, view: str) -> str:
+    """What ``view`` shows besides being the view: the numbers panel's run (first: the page compares runs) and the
+    view-only settings (``values``: all of them) it shows."""
+    left_out = ("view", *NOT_SHOWN.get(view, ()))
+    return f"{run}|{sorted((k, v) for k, v in values.items() if k not in left_out)!r}"
+
+
 ASKED = "_draw_ahead"  # session state: (view, the numbers panel's run) the page asked for and the server agreed to
 DECLINED = "_ahead_declined"  # session state: how many of this session's asks were turned down
 DRAWN = "_views_drawn"  # session state: view -> what it shows in the page (app.py keeps it)
@@ -156,10 +176,10 @@ def on_ask(view: str, me: Hashable) -> Callable[[], None]:
     return asked
 
 
-def asker(view: str, box: str, look: str | None, order: int, me: Hashable) -> None:
+def asker(view: str, box: str, look: str | None, wants: dict, order: int, me: Hashable) -> None:
     """The page's asker for ``view`` (drawn by that view's fragment): the class of its box, what it shows (``look``;
-    None: not in the page) and its place in the order. When the page asks, ``on_ask`` runs and then, as for any
+    None: not in the page), what each kept view must show now (``wants``: view -> look) and its place in the order. When the page asks, ``on_ask`` runs and then, as for any
     widget, the fragment that drew it: the view's own (``me``: its session). It also carries how many asks of this session the server
     turned down (``declined``): a new count is a new answer, and the page waits before asking again."""
-    data = {"view": view, "box": box, "look": look, "order": order, "declined": declined()}
+    data = {"view": view, "box": box, "look": look, "wants": wants, "order": order, "declined": declined()}
     _component(key=f"{KEY}_{view}", data=data, on_ask_change=on_ask(view, me))

@@ -1,9 +1,12 @@
 // Asks the server to draw the views kept in the page ahead of a switch, while the person reads (ui/ahead.py).
 //
-// Each kept view's fragment draws one of these (drawing nothing itself): `data` is {view, box, look, order,
-// declined}: the view, the class of its box (app.py), what it shows (`look`, null when it is not in the page), its
-// place in the views' order, and how many asks the server turned down (busy with other sessions). The view shown is the one whose box is not hidden (the inherited --lens-hidden); what it shows
-// now is its look. Every other view whose look differs (not drawn, or stale after a head change) is pending.
+// Each kept view's fragment draws one of these (drawing nothing itself): `data` is {view, box, look, wants, order,
+// declined}: the view, the class of its box (app.py), what it shows (`look`, null when it is not in the page), what
+// each kept view must show as that fragment ran (`wants`: view -> look; a view's look leaves out the view-only
+// settings it does not show, ui/ahead.py NOT_SHOWN), its place in the views' order, and how many asks the server
+// turned down (busy with other sessions). The view shown is the one whose box is not hidden (the inherited
+// --lens-hidden). Every other view whose look is not the one the view shown wants for it (not drawn, or stale after
+// a head change) is pending.
 // Once nobody has clicked or pressed a key for IDLE_MS and nothing in the page has changed for as long (no run, no
 // element added or removed), the first pending view is asked for (its "ask" trigger: the server reruns that view's
 // own fragment, which draws it hidden). With no click since the last ask, GAP_MS of quiet is enough for the next.
@@ -43,28 +46,30 @@ function shownView() {
   return null;
 }
 
-// What the page shows now: the look of the view shown, unless another view was drawn for a later run of the numbers
-// panel (a look begins with that run's number, app.py ``_look``). A scaling or mask click on the derivation reruns
-// its steps 4-7 alone, not its asker, so the look the derivation's asker carries is one run behind; the views
-// drawn ahead after it carry the newer one, and they, not the derivation, say what the others must catch up with.
-function currentLook(shown) {
-  let current = state.askers.get(shown).data.look;
-  if (!current) return null;
+// What each view must show now: what the view shown wants, unless another view's fragment ran for a later run of the
+// numbers panel (a look begins with that run's number, ui/ahead.py `look`). A scaling or mask click on the derivation
+// reruns its steps 4-7 alone, not its asker, so what the derivation's asker wants is one run behind; the views
+// cleared or drawn ahead after it want the newer one, and they, not the derivation, say what to catch up with.
+const runOf = (wants) => parseInt(Object.values(wants)[0], 10);
+
+function currentWants(shown) {
+  const { look, wants } = state.askers.get(shown).data;
+  if (!look || !wants) return null; // (the view shown not in the page)
+  let current = wants;
   for (const asker of state.askers.values()) {
-    const look = asker.data.look;
-    if (look && parseInt(look, 10) > parseInt(current, 10)) current = look;
+    if (asker.data.wants && runOf(asker.data.wants) > runOf(current)) current = asker.data.wants;
   }
   return current;
 }
-state.currentLook = currentLook;
+state.currentWants = currentWants;
 
 // The views to draw ahead, in their order (tests read it: window.__lensAhead.pending()).
 function pending() {
   const shown = shownView();
-  const current = shown && currentLook(shown);
+  const current = shown && currentWants(shown);
   if (!current) return [];
   return [...state.askers.values()]
-    .filter((a) => a.data.view !== shown && a.data.look !== current)
+    .filter((a) => a.data.view !== shown && a.data.look !== current[a.data.view])
     .sort((a, b) => a.data.order - b.data.order)
     .map((a) => a.data.view);
 }
