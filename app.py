@@ -268,8 +268,7 @@ def _rerun(keys: list[str]) -> None:
 def _view_changed() -> None:
     """The view control's callback. The page itself has shown the chosen view and hidden the rest (ui/switch.py);
     the chosen view's fragment runs only when what it shows is not already in the page (its run also writes the
-    link), else the control's own fragment runs, to write the link, and the view's slides buttons (what they record
-    of the settings its look leaves out, ui/ahead.py ``NOT_SHOWN``, may have changed since it was drawn)."""
+    link), else the control's own fragment runs, to write the link (and the view's slides buttons, ``_slides_keys``)."""
     new, drawn = chosen_view(), st.session_state.setdefault(ahead.DRAWN, {})
     keys = [VIEW_KEY + new] if drawn.get(new) != _look(new) else [SWITCH_KEY, *_slides_keys(new)]
     for name in list(drawn):
@@ -280,7 +279,13 @@ def _view_changed() -> None:
 
 
 def _slides_keys(view: str) -> list[str]:
-    return [export.SLIDES_KEY + view] if view in EXPORTABLE else []
+    """The view's slides buttons, when a setting they record, which its look leaves out (ui/ahead.py ``NOT_SHOWN``),
+    has changed since they were drawn: drawn again, with the settings as they are now."""
+    drawn_all = st.session_state.setdefault(ahead.DRAWN_ALL, {})
+    if view not in EXPORTABLE or drawn_all.get(view) == _look(""):
+        return []
+    drawn_all[view] = _look("")
+    return [export.SLIDES_KEY + view]
 
 
 def _asker(name: str, look: str | None) -> None:
@@ -358,6 +363,7 @@ def _view_fragment(name: str):
                 ahead.release(compute.session_id())  # the server's turn to draw a view ahead
         look = _look(name)
         st.session_state.setdefault(ahead.DRAWN, {})[name] = look
+        st.session_state.setdefault(ahead.DRAWN_ALL, {})[name] = _look("")  # (every view-only setting)
         if asks:  # what it shows: the page compares the others' with the shown one's
             _asker(name, look)
         if shown:

@@ -206,6 +206,12 @@ def test_the_page_s_ask_draws_that_view_ahead_hidden_and_a_switch_then_sends_not
         for view in ("heads", "query", "compare"):
             run, _, _ = await client.change("View", (VIEW_LABELS[view],))
             assert run is not None and not run.errors and charts(run) == 0, (view, run and run.kinds)
+            # its slides buttons drawn again only when a setting they record changed since: the query picked below
+            assert run.kinds["download_button"] == (2 if view == "compare" else 0), (view, run.kinds)
+            if view == "query":  # a query picked: Core vs model shows the same (its look leaves the query out)
+                run, _, _ = await client.change("Query token", "next")
+                assert run is not None and not run.errors and set(_askers(run)) == {"query"}, run and run.errors
+                assert _askers(run)["query"][2]["wants"]["compare"] == wants["compare"]
         run, _, _ = await client.change("Head", "next")  # Core vs model redrawn; the others are stale now
         assert run is not None and not run.errors and charts(run) > 0
         new_wants = _askers(run)["compare"][2]["wants"]

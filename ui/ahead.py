@@ -121,9 +121,10 @@ def eligible(shown: str, view: str, kept: Sequence[str], num_tokens: int) -> boo
 
 # What each kept view does not show of the view-only settings (ui.settings.VIEW_ONLY): its look leaves them out, so
 # that a change of one leaves it as drawn. A query picked in the Query inspector made Core vs model and Heads & layers
-# stale: the page asked for both again (at 64 MiniLM tokens about 0.9 MB sent and five charts drawn from scratch,
-# within three seconds of each pick), and an ask turned down while the pick's neighbours were built cleared the view.
-# What their slides buttons record of these settings is drawn again on a switch to the view (app.py).
+# stale: the page asked for both again (at 64 MiniLM tokens 184 kB within 3 s of each pick, Core vs model's chart
+# drawn again, and at times Heads & layers' four from scratch, 1 MB; benchmarks/reading_picks.py), and an ask
+# turned down while the pick's neighbours were built cleared the view. Their slides buttons, which record every
+# setting, are drawn again on a switch to the view when one of these changed (app.py ``_slides_keys``).
 NOT_SHOWN = {
     "derivation": ("statistic", "query_set", "pair_text"),
     "compare": ("query", "query_set", "statistic", "pair_text", "hide_special", "words", "fixed_range"),
@@ -142,6 +143,7 @@ def look(run, values: dict, view: str) -> str:
 ASKED = "_draw_ahead"  # session state: (view, the numbers panel's run) the page asked for and the server agreed to
 DECLINED = "_ahead_declined"  # session state: how many of this session's asks were turned down
 DRAWN = "_views_drawn"  # session state: view -> what it shows in the page (app.py keeps it)
+DRAWN_ALL = "_views_drawn_all"  # ... and its look with every view-only setting (what its slides buttons record)
 
 
 def takes_part(shown: str, view: str, kept: Sequence[str], num_tokens: int, me: Hashable) -> bool:
