@@ -252,8 +252,9 @@ def chosen_view() -> str:
     return st.session_state.get("view") or "derivation"
 
 
-def _look(view: str) -> str:
-    """What ``view`` shows besides being the view: the numbers panel's run and the view-only settings it shows."""
+def _look(view: str | None) -> str:
+    """What ``view`` shows besides being the view: the numbers panel's run and the view-only settings it shows (None:
+    every one, what the slides buttons record)."""
     return ahead.look(st.session_state.get("_panel_run"), sidebar.view_only(), view)
 
 
@@ -282,9 +283,9 @@ def _slides_keys(view: str) -> list[str]:
     """The view's slides buttons, when a setting they record, which its look leaves out (ui/ahead.py ``NOT_SHOWN``),
     has changed since they were drawn: drawn again, with the settings as they are now."""
     drawn_all = st.session_state.setdefault(ahead.DRAWN_ALL, {})
-    if view not in EXPORTABLE or drawn_all.get(view) == _look(""):
+    if view not in EXPORTABLE or drawn_all.get(view) == _look(None):
         return []
-    drawn_all[view] = _look("")
+    drawn_all[view] = _look(None)
     return [export.SLIDES_KEY + view]
 
 
@@ -363,7 +364,7 @@ def _view_fragment(name: str):
                 ahead.release(compute.session_id())  # the server's turn to draw a view ahead
         look = _look(name)
         st.session_state.setdefault(ahead.DRAWN, {})[name] = look
-        st.session_state.setdefault(ahead.DRAWN_ALL, {})[name] = _look("")  # (every view-only setting)
+        st.session_state.setdefault(ahead.DRAWN_ALL, {})[name] = _look(None)  # (every view-only setting)
         if asks:  # what it shows: the page compares the others' with the shown one's
             _asker(name, look)
         if shown:

@@ -76,6 +76,9 @@ def test_what_a_look_leaves_out_are_view_only_settings_of_kept_views():
     assert ahead.look(7, values, "query") != ahead.look(7, {**values, "query": 4}, "query")
     assert ahead.look(7, values, "compare") != ahead.look(8, values, "compare")  # a new run of the numbers
     assert ahead.look(7, values, "heads").startswith("7|")  # the page reads the run first (ahead.js runOf)
+    every = ahead.look(7, values, None)  # every view-only setting but the view: what the slides buttons record
+    assert every != ahead.look(7, {**values, "statistic": STATISTICS[1]}, None)
+    assert every == ahead.look(7, {**values, "view": "query"}, None)
 
 
 @pytest.mark.parametrize("view", KEPT)

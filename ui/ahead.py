@@ -133,9 +133,9 @@ NOT_SHOWN = {
 }
 
 
-def look(run, values: dict, view: str) -> str:
+def look(run, values: dict, view: str | None) -> str:
     """What ``view`` shows besides being the view: the numbers panel's run (first: the page compares runs) and the
-    view-only settings (``values``: all of them) it shows."""
+    view-only settings (``values``: all of them) it shows; every one for ``view`` None."""
     left_out = ("view", *NOT_SHOWN.get(view, ()))
     return f"{run}|{sorted((k, v) for k, v in values.items() if k not in left_out)!r}"
 
@@ -180,8 +180,9 @@ def on_ask(view: str, me: Hashable) -> Callable[[], None]:
 
 def asker(view: str, box: str, look: str | None, wants: dict, order: int, me: Hashable) -> None:
     """The page's asker for ``view`` (drawn by that view's fragment): the class of its box, what it shows (``look``;
-    None: not in the page), what each kept view must show now (``wants``: view -> look) and its place in the order. When the page asks, ``on_ask`` runs and then, as for any
-    widget, the fragment that drew it: the view's own (``me``: its session). It also carries how many asks of this session the server
-    turned down (``declined``): a new count is a new answer, and the page waits before asking again."""
+    None: not in the page), what each kept view must show now (``wants``: view -> look) and its place in the order.
+    When the page asks, ``on_ask`` runs and then, as for any widget, the fragment that drew it: the view's own
+    (``me``: its session). It also carries how many asks of this session the server turned down (``declined``): a new
+    count is a new answer, and the page waits before asking again."""
     data = {"view": view, "box": box, "look": look, "wants": wants, "order": order, "declined": declined()}
     _component(key=f"{KEY}_{view}", data=data, on_ask_change=on_ask(view, me))
