@@ -746,6 +746,17 @@ def _pick_in_box(page, query: int) -> None:
     page.keyboard.press("Enter")
 
 
+def _shows_what_a_page_opened_on_it_shows(browser, url, page, query: int) -> None:
+    """The step-through on ``page`` is on ``query`` (its slider too) and shows what a page opened on it shows."""
+    active = "() => document.querySelector('.st-key-fig_query .js-plotly-plot').layout.sliders[0].active"
+    assert page.evaluate(active) == query
+    picked = page.evaluate(QUERY_STATE)
+    server, _ = _query_page(browser, url, query)
+    drawn = server.evaluate(QUERY_STATE)
+    server.close()
+    assert picked == drawn, query
+
+
 def test_a_query_picked_in_the_box_is_flipped_to_in_the_page_and_the_server_s_figure_draws_nothing(browser, url):
     """ui/follow.py: a pick in the Query token box fills that query's row into the step-through at once, from the
     rows the page holds, and moves the chart's slider there; the figure the server then sends for that query names
@@ -761,13 +772,7 @@ def test_a_query_picked_in_the_box_is_flipped_to_in_the_page_and_the_server_s_fi
         wait_idle(page)
         page.wait_for_timeout(300)
         assert page.evaluate(DRAWS) == draws  # flipped in the page: the server's figure was not drawn again
-        active = "() => document.querySelector('.st-key-fig_query .js-plotly-plot').layout.sliders[0].active"
-        assert page.evaluate(active) == query
-        picked = page.evaluate(QUERY_STATE)
-        server, _ = _query_page(browser, url, query)
-        drawn = server.evaluate(QUERY_STATE)
-        server.close()
-        assert picked == drawn, query
+        _shows_what_a_page_opened_on_it_shows(browser, url, page, query)
     _slide_to(page, 1)
     _title_is(page, 1)
     no_errors(page)
@@ -787,13 +792,7 @@ def test_the_server_s_figure_for_another_query_of_the_rows_shown_is_flipped_to_n
         _title_is(page, query)  # flipped to when the server's figure came
         wait_idle(page)
         assert page.evaluate(DRAWS) == draws
-        active = "() => document.querySelector('.st-key-fig_query .js-plotly-plot').layout.sliders[0].active"
-        assert page.evaluate(active) == query
-        picked = page.evaluate(QUERY_STATE)
-        server, _ = _query_page(browser, url, query)
-        drawn = server.evaluate(QUERY_STATE)
-        server.close()
-        assert picked == drawn, query
+        _shows_what_a_page_opened_on_it_shows(browser, url, page, query)
     no_errors(page)
     page.close()
 
