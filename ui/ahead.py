@@ -123,8 +123,8 @@ def eligible(shown: str, view: str, kept: Sequence[str], num_tokens: int) -> boo
 # that a change of one leaves it as drawn. A query picked in the Query inspector made Core vs model and Heads & layers
 # stale: the page asked for both again (at 64 MiniLM tokens 184 kB within 3 s of each pick, Core vs model's chart
 # drawn again, and at times Heads & layers' four from scratch, 1 MB; benchmarks/reading_picks.py), and an ask
-# turned down while the pick's neighbours were built cleared the view. Their slides buttons, which record every
-# setting, are drawn again on a switch to the view when one of these changed (app.py ``_slides_keys``).
+# turned down (the pick's neighbours being built, most likely) cleared the view. Their slides buttons, which record
+# every setting, are drawn again on a switch to the view when one of these changed (app.py ``_slides_keys``).
 NOT_SHOWN = {
     "derivation": ("statistic", "query_set", "pair_text"),
     "compare": ("query", "query_set", "statistic", "pair_text", "hide_special", "words", "fixed_range"),
