@@ -16,11 +16,10 @@ alternate, ``--rounds`` times each. Used for report section 7, "thirty-seventh".
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 
-from .common import write_json
+from .common import median, write_json
 
 # Plotly.react on a chart inside a hidden view's box (ui/ahead.py HIDDEN_STYLE sets --lens-hidden), counted.
 SPY = """(() => { window.__hiddenReacts = 0; const wrap = () => { const real = window.Plotly.react;
@@ -81,8 +80,8 @@ def run(app_dirs: list[str | None], tokens: int, picks: int, gap: float, rounds:
 
 def summary(one: dict) -> str:
     rows = one["picks"]
-    painted = statistics.median(r["painted_s"] for r in rows)
-    gap_kb = statistics.median(r["gap_bytes"] for r in rows) / 1e3
+    painted = median([r["painted_s"] for r in rows])
+    gap_kb = median([r["gap_bytes"] for r in rows]) / 1e3
     reacts = sum(r["hidden_reacts"] for r in rows)
     return (
         f"pick painted median {painted:.3f} s, bytes in the gap median {gap_kb:.0f} kB, hidden charts drawn {reacts}; "
