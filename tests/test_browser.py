@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
+import numpy as np
 import pytest
 
 from benchmarks import plotly_calls
@@ -406,7 +407,7 @@ GRID_HOVER = """([head, row, col]) => { const plots = [...document.querySelector
 
 
 def test_the_grid_s_hover_names_both_tokens_of_every_cell(browser, url):
-    """The heads grid's hover labels are sent once per row and column (ui/plotly_spec.py ``_take_label_grids``) and
+    """The heads grid's hover labels are sent once per row and column (ui/label_grids.py ``take_label_grids``) and
     built again in the browser (chart.js): hovering a cell of any head still names its query and key tokens (the
     flip chart's axis labels) beside its weight."""
     page, _ = heads_page(browser, url)
@@ -829,6 +830,34 @@ def test_a_press_on_a_query_in_the_box_s_list_flips_the_chart_before_the_release
     _title_is(page, 0)
     wait_idle(page)
     assert box.input_value().startswith("0:")
+    no_errors(page)
+    page.close()
+
+
+def test_a_heatmap_of_float32_values_arrives_as_float32_and_holds_exactly_the_figure_s_float64_numbers(browser, url):
+    """ui/narrow.py: the weights (float32 from the core, float64 in the figure) go over the websocket as float32,
+    and the chart in the page holds, number for number, the float64 z the server's own figure holds (each float32
+    widens to exactly the double it came from); hover shows the same number."""
+    from attention_core.pipeline import run_trace
+    from attention_core.request import TraceRequest
+    from viz.views import figures_for_trace
+
+    text = "Attention weights travel as float32."
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    page.goto(f"{url}/?text={quote(text)}")
+    wait_idle(page)
+    page.locator(".st-key-fig_weights").scroll_into_view_if_needed()
+    held = page.wait_for_function(
+        """() => { const g = document.querySelector('.st-key-fig_weights .js-plotly-plot');
+                   const z = g && g._fullData && g._fullData[0] && g._fullData[0].z;  // the decoded array
+                   return z && z.length ? {kind: Object.prototype.toString.call(z[0]),
+                                           z: Array.from(z, (row) => Array.from(row))} : null; }""",
+        timeout=60000,
+    ).json_value()
+    assert held["kind"] == "[object Float32Array]"  # what plotly.js decoded: the wire carried f4
+    z = figures_for_trace(run_trace(TraceRequest(text=text)), "derivation")["weights"].data[0].z
+    assert z.dtype == np.float64
+    assert np.array_equal(np.array(held["z"], dtype=np.float64), z, equal_nan=True)
     no_errors(page)
     page.close()
 

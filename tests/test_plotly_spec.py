@@ -87,14 +87,18 @@ def test_packed_arrays_are_raw_bytes_at_aligned_offsets_and_the_digest_follows_t
     start, size = meta["figure"]
     assert start == 8 + length
     figure = json.loads(packed[start : start + size])
-    z = fig.data[0].z
-    assert figure["data"][0]["z"]["bdata"] == ""  # no base64 left in the JSON
-    paths = {tuple(path): (offset, size) for path, offset, size in meta["buffers"]}
-    offset, count = paths[("data", 0, "z")]
+    z = fig.data[0].z  # float64 in the figure, every value a float32 (float32 weights)
+    assert z.dtype == np.float64 and figure["data"][0]["z"]["bdata"] == ""  # no base64 left in the JSON
+    paths = {tuple(path): (k, offset, size) for k, (path, offset, size) in enumerate(meta["buffers"])}
+    k, offset, count = paths[("data", 0, "z")]
     assert offset % 8 == 0 and offset >= start + size  # after the JSON, aligned for any typed array
-    assert np.array_equal(np.frombuffer(packed[offset : offset + count], dtype=z.dtype).reshape(z.shape), z)
-    own = json.loads(plotly_own(fig))["data"][0]["z"]["bdata"]
-    assert base64.b64decode(own) == packed[offset : offset + count]
+    # sent as float32 (ui/narrow.py): half the bytes, and each value widens back to exactly the figure's
+    assert figure["data"][0]["z"]["dtype"] == "f4" and k in meta["narrowed"] and count == z.size * 4
+    sent = np.frombuffer(packed[offset : offset + count], dtype="<f4").reshape(z.shape)
+    assert np.array_equal(sent.astype(np.float64), z)
+    own = json.loads(plotly_own(fig))["data"][0]["z"]
+    assert own["dtype"] == "f8" and base64.b64decode(own["bdata"]) == sent.astype("<f8").tobytes()
+    assert plotly_spec.unpack(packed) == json.loads(plotly_own(fig))  # plotly's own f8 again
     # the digest changes with any number, and only then
     assert plotly_spec.pack(json.loads(plotly_own(small_figure()))) == packed
     other = small_figure(seed=1)
@@ -199,3 +203,32 @@ def test_hover_labels_repeated_along_rows_or_columns_are_sent_once_and_built_aga
     packed = plotly_spec.pack(json.loads(plotly_own(mixed)))
     assert "grids" not in json.loads(packed[8 : 8 + struct.unpack_from("<I", packed, 4)[0]])
     assert plotly_spec.unpack(packed) == json.loads(plotly_own(mixed))
+
+
+def test_only_arrays_of_float32_values_are_sent_as_float32_and_every_number_stays_the_same():
+    """ui/narrow.py: a float64 array goes as float32 only when every value is one (NaN, infinities and -0 too);
+    a value that float32 rounds, overflows or flushes keeps the whole array float64. The figure a download
+    builds from the bytes (``Sent.figure``) holds the float64 numbers the figure held."""
+    from ui import narrow
+
+    exact = np.array([0.25, -0.0, np.nan, np.inf, -np.inf, np.float32(1 / 3), np.float32(1e-40)], dtype=np.float64)
+    sent = narrow.narrowed("f8", exact.tobytes())
+    assert sent is not None and len(sent) == exact.size * 4
+    assert np.array_equal(np.frombuffer(narrow.widened(sent), dtype="<f8"), exact, equal_nan=True)
+    assert np.signbit(np.frombuffer(narrow.widened(sent), dtype="<f8")[1])  # -0 stays -0
+    for inexact in (1 / 3, 1e39, 1e-50, 0.1):  # rounded, beyond float32's range, below its smallest, rounded
+        assert narrow.narrowed("f8", np.array([0.5, inexact]).tobytes()) is None, inexact
+    assert narrow.narrowed("f4", np.float32([0.5]).tobytes()) is None  # already float32: as plotly made it
+    assert narrow.narrowed("i1", bytes([1, 2])) is None
+
+    rng = np.random.default_rng(5)
+    thirds = go.Figure(go.Heatmap(z=rng.random((3, 4))))  # float64 values: not narrowed
+    quarter = go.Figure(go.Heatmap(z=rng.integers(0, 8, (3, 4)) / 4.0))  # float64 dtype, float32 values
+    for fig, narrowed in ((thirds, False), (quarter, True)):
+        packed = plotly_spec.pack(json.loads(plotly_own(fig)))
+        (length,) = struct.unpack_from("<I", packed, 4)
+        assert bool(json.loads(packed[8 : 8 + length]).get("narrowed")) is narrowed
+        assert plotly_spec.unpack(packed) == json.loads(plotly_own(fig))
+        plotly_spec.prepare({"z": fig})
+        again = plotly_spec.Sent(fig).figure().data[0].z
+        assert again.dtype == np.float64 and np.array_equal(again, fig.data[0].z)

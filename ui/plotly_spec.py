@@ -19,8 +19,10 @@ its path says and draws exactly the same numbers. The layout, little-endian::
 
 meta: ``{"digest": the figure's hash (the browser redraws only when it changes), "figure": [offset, length],
 "buffers": [[path, offset, length], ...], "end": length of the whole}`` (offsets from the first byte; a path is the
-keys and indices from the figure to the typed array's spec). ``unpack`` turns it back into plotly's own figure dict
-(the tests).
+keys and indices from the figure to the typed array's spec), and where there are any, "grids" (hover labels said
+once per row and column, ``ui.label_grids``) and "narrowed" (the indices of the buffers sent as float32 though the
+figure holds float64: every value a float32, ``ui.narrow``; their spec says ``f4``). ``unpack`` turns it back into
+plotly's own figure dict (the tests).
 
 A figure kept for every head (``viz.selection``) may be followed, after ``end``, by the JSON of an update
 ``[restyle, relayout]`` (``with_update``: appended, nothing else copied or re-encoded) that marks the chosen head:
@@ -46,6 +48,9 @@ from plotly.basedatatypes import convert_to_base64  # plotly.py's own step of to
 from plotly.io.json import to_json_plotly
 
 from viz.query_flip import flip_frame, flip_rows
+
+from .label_grids import put_label_grids, take_label_grids
+from .narrow import NARROW, WIDE, narrowed, widened
 
 _ATTRIBUTE = "_attention_lens_json"  # where a figure keeps its JSON (underscore: plotly allows it)
 ROWS_KEY = "lens_rows"  # beside "data" and "layout": the rows a step-through flips through (viz.query_flip)
@@ -147,22 +152,22 @@ def pack(spec: dict) -> bytes:
     plotly's conversion exactly (its dtypes, its integer downcasts); once per figure, off the click's path."""
     found: list[tuple[list, bytes]] = []
     _take_buffers(spec, [], found)
-    grids = _take_label_grids(spec)
+    grids = take_label_grids(spec)
     figure = pio.to_json(spec, validate=False).encode("utf-8")
     digest = hashlib.blake2b(figure, digest_size=12)
-    for _, raw in found:
+    for _, raw, _ in found:
         digest.update(raw)
     if grids:
         digest.update(json.dumps(grids).encode("utf-8"))
 
     def meta_for(start: int) -> bytes:
         offset, buffers = _aligned(start + len(figure)), []
-        for path, raw in found:
+        for path, raw, _ in found:
             buffers.append([path, offset, len(raw)])
             offset = _aligned(offset + len(raw))
         meta = {"digest": digest.hexdigest(), "figure": [start, len(figure)], "buffers": buffers, "end": offset}
-        if grids:
-            meta["grids"] = grids
+        meta |= {"grids": grids} if grids else {}
+        meta |= {"narrowed": narrow} if (narrow := [k for k, item in enumerate(found) if item[2]]) else {}
         return json.dumps(meta, separators=(",", ":")).encode("utf-8")
 
     meta = meta_for(8)
@@ -174,7 +179,7 @@ def pack(spec: dict) -> bytes:
     head = MAGIC + struct.pack("<I", len(meta)) + meta
     assert json.loads(meta)["figure"][0] == len(head), "packed figure: the offsets did not settle"
     parts, at = [head, figure], len(head) + len(figure)
-    for _, raw in found:
+    for _, raw, _ in found:
         pad = _aligned(at) - at
         parts += [b"\0" * pad, raw]
         at += pad + len(raw)
@@ -210,11 +215,14 @@ def _aligned(offset: int) -> int:
 
 
 def _take_buffers(value, path: list, found: list) -> None:
-    """Empty every typed array spec's base64 ``bdata`` in ``value``, keeping (path, its bytes) in ``found``."""
+    """Empty every typed array spec's base64 ``bdata`` in ``value``, keeping (path, its bytes) in ``found``; an
+    ``f8`` array of float32 values only is kept as float32 and its spec says ``f4`` (``ui.narrow``)."""
     if isinstance(value, dict):
         if isinstance(value.get("bdata"), str) and isinstance(value.get("dtype"), str):
-            found.append((list(path), base64.b64decode(value["bdata"])))
-            value["bdata"] = ""
+            raw = base64.b64decode(value["bdata"])
+            narrow = narrowed(value["dtype"], raw)
+            found.append((list(path), raw if narrow is None else narrow, narrow is not None))
+            value["bdata"], value["dtype"] = "", value["dtype"] if narrow is None else NARROW
             return
         for key, item in value.items():
             if isinstance(item, dict | list | tuple):
@@ -223,53 +231,6 @@ def _take_buffers(value, path: list, found: list) -> None:
         for index, item in enumerate(value):
             if isinstance(item, dict | list | tuple):
                 _take_buffers(item, [*path, index], found)
-
-
-def _take_label_grids(spec: dict) -> list:
-    """Take out each trace's hover ``customdata`` that only repeats the row or column labels (a heatmap's token
-    names per cell, ``viz.matrix_traces``: rows x cols x layers of strings, each layer the same along a row or
-    a column) and say it in a few words instead: ``[trace index, rows, cols, [["rows" | "cols", labels], ...]]``.
-    The browser (chart.js ``unpack``) and ``unpack`` build exactly the same customdata again; the 12 heads of a
-    64-token grid were 1.2 MB of repeated names, now 2 KB."""
-    grids = []
-    for index, trace in enumerate(spec.get("data") or ()):
-        layers = _label_layers(trace.get("customdata")) if isinstance(trace, dict) else None
-        if layers is not None:
-            rows, cols, _ = np.shape(trace.pop("customdata"))
-            grids.append([index, rows, cols, layers])
-    return grids
-
-
-def _label_layers(custom) -> list | None:
-    """[["rows" | "cols", labels], ...] when ``custom`` (rows, cols, layers) holds strings only and each layer is
-    the same along a row ("rows": one label per row) or along a column; else None."""
-    if not isinstance(custom, np.ndarray | list) or not len(custom):
-        return None
-    cells = np.asarray(custom, dtype=object)
-    if cells.ndim != 3 or not all(isinstance(value, str) for value in cells.flat):
-        return None
-    layers = []
-    for layer in np.moveaxis(cells, -1, 0):
-        if (layer == layer[:, :1]).all():
-            layers.append(["rows", layer[:, 0].tolist()])
-        elif (layer == layer[:1, :]).all():
-            layers.append(["cols", layer[0, :].tolist()])
-        else:
-            return None
-    return layers
-
-
-def label_grid(rows: int, cols: int, layers: list) -> list:
-    """The customdata ``_take_label_grids`` took out, built again: rows x cols x layers of labels."""
-    return [
-        [[labels[r] if axis == "rows" else labels[c] for axis, labels in layers] for c in range(cols)]
-        for r in range(rows)
-    ]
-
-
-def _put_label_grids(figure: dict, grids: list) -> None:
-    for index, rows, cols, layers in grids:
-        figure["data"][index]["customdata"] = label_grid(rows, cols, layers)
 
 
 def unpack(data: bytes) -> dict:
@@ -285,12 +246,16 @@ def unpack(data: bytes) -> dict:
     meta = _meta(data)
     start, size = meta["figure"]
     figure = json.loads(data[start : start + size])
-    for path, offset, size in meta["buffers"]:
+    narrowed_buffers = set(meta.get("narrowed", ()))
+    for k, (path, offset, size) in enumerate(meta["buffers"]):
         spec = figure
         for step in path:
             spec = spec[step]
-        spec["bdata"] = base64.b64encode(data[offset : offset + size]).decode("ascii")
-    _put_label_grids(figure, meta.get("grids", ()))
+        raw = data[offset : offset + size]
+        if k in narrowed_buffers:  # sent as float32 (ui.narrow): plotly's own f8 again
+            raw, spec["dtype"] = widened(raw), WIDE
+        spec["bdata"] = base64.b64encode(raw).decode("ascii")
+    put_label_grids(figure, meta.get("grids", ()))
     update = update_of(data)
     return figure if update is None else apply_update(figure, update)
 
@@ -376,16 +341,18 @@ class Sent:
         meta = _meta(self.packed)
         start, size = meta["figure"]
         spec = json.loads(self.packed[start : start + size])
-        for path, offset, size in meta["buffers"]:
+        narrow = set(meta.get("narrowed", ()))
+        for k, (path, offset, size) in enumerate(meta["buffers"]):
             holder = spec
             for step in path[:-1]:
                 holder = holder[step]
             typed = holder[path[-1]]  # plotly's {"dtype", "bdata", "shape"}, its bytes sent apart
             dtype = np.dtype(typed["dtype"]).newbyteorder("<")
             array = np.frombuffer(self.packed, dtype=dtype, count=size // dtype.itemsize, offset=offset)
+            array = array.astype("<f8") if k in narrow else array  # float64, as the figure held it (ui.narrow)
             shape = typed.get("shape")
             holder[path[-1]] = array.reshape([int(n) for n in str(shape).split(",")]) if shape else array
-        _put_label_grids(spec, meta.get("grids", ()))
+        put_label_grids(spec, meta.get("grids", ()))
         spec.pop(ROWS_KEY, None)  # the browser's, not the figure's
         return go.Figure(spec)
 

@@ -119,7 +119,7 @@ function unpack(bytes, meta) {
     for (const step of path) spec = spec[step];
     spec.bdata = bytes.buffer.slice(bytes.byteOffset + offset, bytes.byteOffset + offset + length);
   }
-  // hover labels sent once per row or column (ui/plotly_spec.py _take_label_grids): each cell's customdata again
+  // hover labels sent once per row or column (ui/label_grids.py take_label_grids): each cell's customdata again
   for (const [index, rows, cols, layers] of meta.grids || []) figure.data[index].customdata = labelGrid(rows, cols, layers);
   return figure;
 }

@@ -6,7 +6,7 @@
 // values[j, d], float64, rounded to float32 where the server's figure holds float32) and the column "output"
 // (summed on the server), and the title. No server round trip.
 
-const TYPES = { f8: Float64Array, u1: Uint8Array }; // what viz/query_flip.py rows_spec sends
+const TYPES = { f8: Float64Array, f4: Float32Array, u1: Uint8Array }; // viz/query_flip.py rows_spec; f4: ui/narrow.py
 
 function array(spec) {
   // plotly's typed array spec, its bdata an ArrayBuffer of its own (chart.js `unpack`)
