@@ -150,7 +150,7 @@ def pack(spec: dict) -> bytes:
     """``spec`` (plotly's figure dict with base64 typed arrays; changed here) as sent: see the module doc.
     The bytes are taken back out of plotly's own base64 rather than from the arrays, so that what is sent follows
     plotly's conversion exactly (its dtypes, its integer downcasts); once per figure, off the click's path."""
-    found: list[tuple[list, bytes]] = []
+    found: list[tuple[list, bytes, bool]] = []  # (path, bytes sent, narrowed)
     _take_buffers(spec, [], found)
     grids = take_label_grids(spec)
     figure = pio.to_json(spec, validate=False).encode("utf-8")
