@@ -308,3 +308,16 @@ def test_a_picked_query_is_never_one_the_server_built_ahead():
         order = pick_order(list(range(count)), 17)
         assert all(abs(a - b) > DEFAULT_NEIGHBOURS for a, b in zip(order, order[1:], strict=False)), count
         assert sorted(order) == list(range(count))  # every query, once
+
+
+def test_view_bytes_packs_each_view_both_ways_and_leaves_the_packing_as_it_found_it():
+    """benchmarks/view_bytes.py: every view of a short text, packed with float32 numbers sent as float32 and
+    without; the views of the core's float32 numbers get smaller, none larger, and the packing is restored."""
+    from benchmarks import view_bytes
+    from ui import narrow, plotly_spec
+
+    rows = view_bytes.run(["minilm"], [16])
+    assert [r["view"] for r in rows] == list(view_bytes.VIEWS)
+    assert all(0 < r["after"] <= r["before"] for r in rows)
+    assert any(r["after"] < r["before"] for r in rows)
+    assert plotly_spec.narrowed is narrow.narrowed
