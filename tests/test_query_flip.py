@@ -71,6 +71,7 @@ def test_the_figure_carries_a_slider_of_queries_and_the_page_is_sent_the_rows_ex
     fig = with_flip(_figure(head, 3), rows, 3)
     slider = fig.layout.sliders[0]
     assert slider.active == 3 and len(slider.steps) == N
+    assert slider.transition.duration == 0  # the handle jumps to the query clicked, as the chart does
     assert {step.method for step in slider.steps} == {"skip"}  # the page fills the row, plotly does nothing
     assert [step.value for step in slider.steps] == [str(i) for i in range(N)]
     sent = plotly_spec.unpack(plotly_spec.spec_bytes(fig))

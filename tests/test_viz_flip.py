@@ -45,6 +45,7 @@ def test_the_slider_switches_heads_in_the_browser():
     fig = head_flip(weights, list("abcde"), list("abcde"), layer=0, start=2, mask=mask)
     (slider,) = fig.layout.sliders
     assert slider.active == 2 and [s.label for s in slider.steps] == ["0", "1", "2"]
+    assert slider.transition.duration == 0  # the handle jumps to the head clicked, as the chart does
     for h, step in enumerate(slider.steps):
         assert step.method == "update"  # restyle + relayout in the browser: no server round trip
         visible, layout = step.args
@@ -109,7 +110,7 @@ def test_attention_lines_flip_draws_each_heads_own_lines_and_switches_in_the_bro
     columns = [t for t in fig.data if t.name in ("queries", "keys")]
     assert len(columns) == 2 and all(t.visible is not False for t in columns)
     (slider,) = fig.layout.sliders
-    assert slider.active == 1
+    assert slider.active == 1 and slider.transition.duration == 0
     step = slider.steps[2].args[0]["visible"]
     shown = [t.name for t, v in zip(fig.data, step, strict=True) if v]
     assert {"queries", "keys"} <= set(shown) and all(n.startswith("head 2") for n in shown if "lines" in n)

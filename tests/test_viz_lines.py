@@ -206,7 +206,14 @@ def stepwise_flip(
     else:
         stepwise_frame(fig, max(rows, cols), titles[start])
         fig.update_layout(
-            sliders=[dict(active=start, steps=head_steps(owners, titles), currentvalue=dict(prefix=SLIDER_PREFIX))]
+            sliders=[
+                dict(
+                    active=start,
+                    steps=head_steps(owners, titles),
+                    currentvalue=dict(prefix=SLIDER_PREFIX),
+                    transition=dict(duration=0),  # the handle jumps to the step clicked
+                )
+            ]
         )
     fig.layout.meta = {"segments": total, "threshold": threshold}
     return apply_theme(fig, theme)

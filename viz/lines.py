@@ -168,7 +168,7 @@ def attention_lines_flip(
     browser as bertviz's head view does (traces "head h lines α≈x.xx", visible for head ``start``). When
     all heads together have more than ``FLIP_SEGMENTS`` lines, only head ``start`` is drawn (no slider),
     said in the title."""
-    from .flip import SLIDER_PREFIX, head_steps
+    from .flip import SLIDER_PREFIX, SLIDER_TRANSITION, head_steps
 
     weights = as_array("weights", weights, 3)
     heads, rows, cols = weights.shape
@@ -198,7 +198,12 @@ def attention_lines_flip(
     else:
         layout = _frame(max(rows, cols), titles[start])
         layout["sliders"] = [
-            dict(active=start, steps=head_steps(owners, titles), currentvalue=dict(prefix=SLIDER_PREFIX))
+            dict(
+                active=start,
+                steps=head_steps(owners, titles),
+                currentvalue=dict(prefix=SLIDER_PREFIX),
+                transition=SLIDER_TRANSITION,
+            )
         ]
     layout["meta"] = {"segments": total, "threshold": threshold}
     return themed_figure(traces, layout, theme, validate=False)

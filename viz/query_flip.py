@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
+from .flip import SLIDER_TRANSITION
 from .matrix_traces import FLOAT64_MAX_CELLS
 from .query_frames import ALLOWED_COLOUR, TRACES, RowParts, bar_text
 from .theme import MASK_COLOUR
@@ -152,6 +153,7 @@ def with_flip(
                 font=dict(size=13, color=fig.layout.font.color or "#222"),
                 **({} if labels else dict(suffix=str(start))),
             ),
+            transition=SLIDER_TRANSITION,
             pad=dict(t=40, b=10),
             len=1.0,
             **(dict(font=dict(size=11)) if labels else dict(font=dict(size=1, color=CLEAR), tickcolor=CLEAR)),
