@@ -320,7 +320,10 @@ def test_the_query_inspector_says_whether_its_chart_flips_queries(app, monkeypat
     figure = charts.figure(app, "fig_query")
     assert len(figure["layout"]["sliders"][0]["steps"]) > 3 and "lens_rows" in figure
     assert FLIP_NOTE in [c.value for c in app.caption]
-    assert _followed(app) == {"box": "st-key-query", "chart": "st-key-fig_query", "chosen": 0}  # ui/follow.py
+    followed = {"box": "st-key-query", "chart": "st-key-fig_query", "live": "st-key-live_temperature_query"}
+    assert _followed(app) == {**followed, "chosen": 0}  # ui/follow.py
+    live = [e for e in app.get("bidi_component") if e.proto.component_name.endswith("attention_lens_live_temperature")]
+    assert [e.proto.id for e in live] and all("live_temperature_query" in e.proto.id for e in live)  # the one named
     app.selectbox(key="query").set_value(3)
     ok(app.run())
     assert _followed(app)["chosen"] == 3

@@ -747,6 +747,10 @@ def test_the_query_slider_flips_rows_in_the_browser_exactly_as_the_server_draws_
 
 
 DRAWS = "() => document.querySelector('.st-key-fig_query .js-plotly-plot').__lensDraws"  # chart.js: figures drawn
+LIVE = """() => { const w = document.querySelector('.st-key-live_temperature_query .lt-root').__lt;
+  return {q: w.q, server: w.serverQuery, frames: w.frames}; }"""  # the view's live temperature: query, draws
+SHOWN = """() => { const w = document.querySelector('.st-key-live_temperature_query .lt-root').__lt, show = w.show;
+  w.show = function (q) { window.__lensShown = [q, this.serverQuery]; return show.call(this, q); }; }"""
 
 
 def _pick_in_box(page, query: int) -> None:
@@ -775,12 +779,19 @@ def test_a_query_picked_in_the_box_is_flipped_to_in_the_page_and_the_server_s_fi
     queries = page.evaluate(QUERY_STATE)["slider"]
     draws = page.evaluate(DRAWS)
     assert draws >= 1
+    frames = page.evaluate(LIVE)["frames"]
+    page.evaluate(SHOWN)
     for query in (5, 2, queries - 1):
+        shown = page.evaluate(LIVE)["q"]
         _pick_in_box(page, query)
         _title_is(page, query)
         wait_idle(page)
         page.wait_for_timeout(300)
         assert page.evaluate(DRAWS) == draws  # flipped in the page: the server's figure was not drawn again
+        # the live temperature showed the pick at once, once: the server's data for it drew nothing more there
+        assert page.evaluate(LIVE) == {"q": query, "server": query, "frames": frames + 1}
+        assert page.evaluate("() => window.__lensShown") == [query, shown]  # before the server's data came
+        frames += 1
         _shows_what_a_page_opened_on_it_shows(browser, url, page, query)
     _slide_to(page, 1)
     _title_is(page, 1)

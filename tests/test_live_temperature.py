@@ -402,3 +402,49 @@ def test_a_rerun_with_the_same_bytes_draws_nothing_and_new_bytes_draw(page):
         [base64.b64encode(lt.pack(first)).decode(), base64.b64encode(lt.pack(other)).decode()],
     )
     assert updates == [0, 1, 1, 2, 1], updates
+
+
+@pytest.mark.browser
+def test_a_query_shown_at_once_is_not_drawn_again_when_the_server_s_bytes_for_it_come(page):
+    """The Query inspector's box shows a pick in the widget at once (``show``, called by follow.js before the
+    server's rerun). The rerun's bytes then differ from the last ones in their query alone, which is on screen: no
+    update, no redraw, the server's query noted. Bytes whose query is not the one shown, or whose numbers differ,
+    are drawn as before (a query of two digits moves the arrays, which must still compare equal)."""
+    q, k, v, allowed = _inputs(5)
+    first = lt.payload(_head(_core(q, k, v, allowed, 2.0), allowed), "-inf")
+    first.update(labels=[f"t{i}" for i in range(N)], query=1)
+    warmer = lt.payload(_head(_core(q, k, v, allowed, 3.0), allowed), "-inf")  # other numbers
+    warmer.update(labels=first["labels"], query=12)
+    packed = [lt.pack(dict(first, query=query)) for query in (1, 2, 12, 3)] + [lt.pack(warmer)]
+    seen = page.evaluate(
+        """(blobs) => { const [at1, at2, at12, at3, warmer12] = blobs.map(s => Uint8Array.from(atob(s), c => c.charCodeAt(0)));
+             const root = document.body.appendChild(document.createElement('div'));
+             let updates = 0;
+             const widget = LiveTemperature.mount(root, at1, () => {});
+             const plain = widget.update;
+             widget.update = function (...args) { updates++; return plain.apply(this, args); };
+             const seen = [];
+             const note = () => seen.push([updates, widget.frames, widget.q, widget.serverQuery]);
+             note();
+             widget.show(2); note();                           // the box's pick: drawn at once
+             LiveTemperature.mount(root, at2, () => {}); note();   // the server's bytes for it: nothing drawn
+             widget.show(12); note();
+             LiveTemperature.mount(root, at12, () => {}); note();  // "12": a longer header, the same arrays
+             LiveTemperature.mount(root, at3, () => {}); note();   // a query not shown: drawn
+             widget.show(12); note();
+             LiveTemperature.mount(root, warmer12, () => {}); note();  // the query shown, other numbers: drawn
+             root.remove();
+             return seen; }""",
+        [base64.b64encode(blob).decode() for blob in packed],
+    )
+    frames = seen[0][1]
+    assert seen == [
+        [0, frames, 1, 1],
+        [0, frames + 1, 2, 1],
+        [0, frames + 1, 2, 2],
+        [0, frames + 2, 12, 2],
+        [0, frames + 2, 12, 12],
+        [1, frames + 3, 3, 3],
+        [1, frames + 4, 12, 3],
+        [2, frames + 5, 12, 12],
+    ], seen

@@ -27,9 +27,11 @@ _component = st.components.v2.component(
 )
 
 
-def query_box(box: str, chart: str, chosen: int) -> None:
+def query_box(box: str, chart: str, chosen: int, live: str) -> None:
     """Flip the chart that has the key ``chart`` to each query chosen in the selectbox that has the key ``box`` (its
-    options' labels start with "i:"); ``chosen``: the server's choice (a new one makes the page look again for the
-    box, which a rerun may have put in a new element)."""
-    text = json.dumps({"box": element_class(box), "chart": element_class(chart), "chosen": int(chosen)})
+    options' labels start with "i:"), and show that query in the live temperature that has the key ``live`` (when
+    it is open); ``chosen``: the server's choice (a new one makes the page look again for the box, which a rerun may
+    have put in a new element)."""
+    classes = {"box": element_class(box), "chart": element_class(chart), "live": element_class(live)}
+    text = json.dumps({**classes, "chosen": int(chosen)})
     _component(key=KEY, data=text.encode("utf-8"))  # bytes: see ui/switch.py

@@ -167,6 +167,11 @@ def _on_release(key: str) -> None:
         st.session_state[key + APPLIED] = value.get("nonce") if isinstance(value, Mapping) else None
 
 
+def component_key(view: str) -> str:
+    """The key of the component in ``view``'s section (ui/follow.py points the Query inspector's box at it)."""
+    return f"live_temperature_{view}"
+
+
 def section(head: HeadTrace, labels: list[str], query: int, *, fill: str, view: str) -> None:
     """A drawer "Live temperature (in your browser)" with the component, for the head on screen."""
     n = len(labels)
@@ -187,7 +192,7 @@ def section(head: HeadTrace, labels: list[str], query: int, *, fill: str, view: 
         if head.scores is None:
             st.caption("This head has no raw scores to rescale.")
             return
-        key = f"live_temperature_{view}"
+        key = component_key(view)
         low, high = UI_RANGES["temperature"]
         data = pack(
             {

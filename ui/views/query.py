@@ -74,7 +74,7 @@ def _step(trace: ModelTrace, settings: Settings, labels: list[str], i: int) -> N
     flips = bool(getattr(figs["query"], "sliders", None))  # every query's row is in the page (viz/query_flip.py)
     figure(figs["query"], "query", data["query_contributions"], caption=FLIP_NOTE if flips else NO_FLIP_NOTE)
     if flips:  # a pick in the box is shown in the chart at once, from the rows the page holds
-        follow.query_box(QUERY_KEY, chart_key("query"), i)
+        follow.query_box(QUERY_KEY, chart_key("query"), i, live_temperature.component_key("query"))
     head = trace.core.head(trace.head)
     top = top_keys(head.weights[i], 3)
     st.caption(

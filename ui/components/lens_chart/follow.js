@@ -2,8 +2,8 @@
 // chart at once, from the rows the page holds (query_rows.js `div.__lensFlipTo`), while the server's run for the
 // pick is under way; the server's figure for that query then draws nothing (query_rows.js `showsAlready`).
 //
-// `data` is JSON (as bytes) of {box, chart, chosen}: the CSS classes of the box's element and of the chart's,
-// and the query the server chose. The box is a combobox whose text is its option's label, "i: token": a
+// `data` is JSON (as bytes) of {box, chart, live, chosen}: the CSS classes of the box's element, of the chart's and
+// of the view's live temperature (ui/live_temperature.py), and the query the server chose. The box is a combobox whose text is its option's label, "i: token": a
 // MutationObserver follows its value and aria-expanded attributes, and a value read while the list is closed is
 // the choice (while it is open, the text is what the person types to filter the options). A pointer pressed on
 // one of its options flips the chart already (`pressed`), a click's length before the choice is made; should the
@@ -25,7 +25,14 @@ function apply() {
   clearTimeout(state.timer);
   // After the frame that closes the box's list is painted: Streamlit's message to the server has left, the page
   // is laid out again, and the chart is updated while the server runs (flipping to the query shown does nothing).
-  requestAnimationFrame(() => (state.timer = setTimeout(() => flipTo(i), 0)));
+  requestAnimationFrame(() => (state.timer = setTimeout(() => (flipTo(i), liveTo(i)), 0)));
+}
+
+// The view's live temperature shows the chosen query's weights too, drawn while the server runs; the server's data
+// for that query then draws nothing there (live_temperature.js `mount`). Not on a press: it would hold the release.
+function liveTo(i) {
+  const root = state.data && state.data.live && document.querySelector(`.${state.data.live} .lt-root`);
+  if (root && root.__lt && typeof root.__lt.show === "function") root.__lt.show(i);
 }
 
 function flipTo(i) {
