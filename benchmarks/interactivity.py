@@ -409,6 +409,7 @@ class Page:
         element ``within`` (a CSS selector: the Query inspector's step-through, ``QUERY_CHART``); a change in the
         browser alone: no server run is expected, so the page settles after ``NO_SERVER_S``. None if missing."""
         chart = self.page.locator(f"{within} .js-plotly-plot", has=self.page.locator(".slider-container")).first
+        self._bring_near(chart, within)
         try:  # the view may still be drawing after the switch to it: wait for the chart and an idle page
             chart.wait_for(state="attached", timeout=self.timeout_s * 1e3)
             self.page.wait_for_function(IDLE, timeout=self.timeout_s * 1e3, polling=100)
@@ -426,6 +427,21 @@ class Page:
         box = steps.first.bounding_box()
         x, y = box["x"] + box["width"] / 2, rail["y"] + rail["height"] / 2
         return self.measure(lambda: self.page.mouse.click(x, y))
+
+    def _bring_near(self, chart, within: str) -> None:
+        """A chart is drawn only once it comes near the screen (chart.js): when no chart with a slider is drawn yet
+        (the view's first chart, scrolled to by ``look``, is a tall grid above it), scroll the view's charts into
+        view one by one until one is (before the thirty-ninth session the flip was then n/a)."""
+        if chart.count():
+            return
+        boxes = self.page.locator(f"{within} .lens-chart")
+        for i in range(boxes.count()):
+            if not boxes.nth(i).is_visible():  # a chart of a view kept hidden
+                continue
+            boxes.nth(i).scroll_into_view_if_needed()
+            self.page.wait_for_timeout(400)
+            if chart.count():
+                return
 
     def statistic(self, step: int) -> dict | None:
         """Click button ``step`` (mod their count) of the buttons above Heads & layers' overview chart, which
