@@ -159,7 +159,7 @@ def head_flip(
                 active=start,
                 steps=steps,
                 currentvalue=dict(prefix=SLIDER_PREFIX, visible=True),
-                transition=SLIDER_TRANSITION,
+                transition=dict(SLIDER_TRANSITION),  # a copy: each figure owns its layout
                 pad=dict(t=50, b=10),
                 len=1.0,
             )

@@ -202,7 +202,7 @@ def attention_lines_flip(
                 active=start,
                 steps=head_steps(owners, titles),
                 currentvalue=dict(prefix=SLIDER_PREFIX),
-                transition=SLIDER_TRANSITION,
+                transition=dict(SLIDER_TRANSITION),  # a copy: each figure owns its layout
             )
         ]
     layout["meta"] = {"segments": total, "threshold": threshold}

@@ -153,7 +153,7 @@ def with_flip(
                 font=dict(size=13, color=fig.layout.font.color or "#222"),
                 **({} if labels else dict(suffix=str(start))),
             ),
-            transition=SLIDER_TRANSITION,
+            transition=dict(SLIDER_TRANSITION),  # a copy: each figure owns its layout
             pad=dict(t=40, b=10),
             len=1.0,
             **(dict(font=dict(size=11)) if labels else dict(font=dict(size=1, color=CLEAR), tickcolor=CLEAR)),

@@ -3,9 +3,10 @@
 // pick is under way; the server's figure for that query then draws nothing (query_rows.js `showsAlready`).
 //
 // `data` is JSON (as bytes) of {box, chart, live, chosen}: the CSS classes of the box's element, of the chart's and
-// of the view's live temperature (ui/live_temperature.py), and the query the server chose. The box is a combobox whose text is its option's label, "i: token": a
-// MutationObserver follows its value and aria-expanded attributes, and a value read while the list is closed is
-// the choice (while it is open, the text is what the person types to filter the options). A pointer pressed on
+// of the view's live temperature (ui/live_temperature.py), and the query the server chose. The box is a combobox
+// whose text is its option's label, "i: token": a MutationObserver follows its value and aria-expanded attributes,
+// and a value read while the list is closed is the choice (while it is open, the text is what the person types to
+// filter the options). A pointer pressed on
 // one of its options flips the chart already (`pressed`), a click's length before the choice is made; should the
 // press end elsewhere, the list closes and the observer flips the chart back to the box's value.
 
