@@ -321,3 +321,17 @@ def test_view_bytes_packs_each_view_both_ways_and_leaves_the_packing_as_it_found
     assert all(0 < r["after"] <= r["before"] for r in rows)
     assert any(r["after"] < r["before"] for r in rows)
     assert plotly_spec.narrowed is narrow.narrowed
+
+
+def test_overviews_times_every_statistic_on_each_shape_asked_for():
+    """benchmarks/overviews.py: the overviews of weights shaped as each model's, timed; the weights are rows that sum
+    to 1 (causal for SmolLM2), and the run reports each shape once per repeat."""
+    import numpy as np
+
+    from benchmarks import overviews
+
+    causal = overviews.weights("smollm2", 6)
+    assert causal.shape == (30, 9, 6, 6) and np.allclose(causal.sum(-1), 1) and not np.triu(causal[0, 0], 1).any()
+    rows = overviews.run([("minilm", 8), ("smollm2", 4)], repeats=2)
+    assert [(r["model"], r["tokens"]) for r in rows] == [("minilm", 8), ("smollm2", 4)]
+    assert all(len(r["seconds"]) == 2 and r["median_s"] > 0 for r in rows)

@@ -83,6 +83,27 @@ def test_overview_by_head_is_overview_matrix_bit_for_bit(layers, heads, length, 
     np.testing.assert_array_equal(by_head, reference)
 
 
+@pytest.mark.parametrize(("layers", "heads", "length", "causal"), CASES)
+def test_every_statistic_in_one_pass_is_overview_matrix_bit_for_bit(layers, heads, length, causal):
+    """``overviews_by_head`` with every statistic at once (what the Heads & layers view builds): each head widened
+    once for all five (``viz.stats.head_statistics``), each number still viz's own; non-finite cells (a fully
+    masked row of NaN, an infinity) count as 0 in both."""
+    attentions = _attentions(layers, heads, length, causal=causal, seed=6)
+    attentions[0, 0, -1] = np.nan  # a fully masked row, as a model may return it
+    attentions[-1, -1, 0, 0] = np.inf
+    together = compute.overviews_by_head(attentions, tuple(STATISTICS))
+    assert list(together) == list(STATISTICS)
+    for statistic in STATISTICS:
+        reference = overview_matrix(attentions, statistic)
+        assert together[statistic].dtype == reference.dtype
+        np.testing.assert_array_equal(together[statistic], reference, err_msg=statistic)
+
+
+def test_an_unknown_statistic_is_refused_in_one_pass_too():
+    with pytest.raises(ValueError, match="unknown statistic 'median'"):
+        compute.overviews_by_head(_attentions(1, 1, 4, causal=True), ("entropy", "median"))
+
+
 def test_overview_by_head_puts_each_head_in_its_own_cell():
     attentions = _attentions(2, 3, 8, causal=True, seed=5)
     swapped = attentions[:, [1, 0, 2]]

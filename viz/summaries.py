@@ -16,17 +16,19 @@ def overview_by_head(attentions: np.ndarray, statistic: str) -> np.ndarray:
 
 def overviews_by_head(attentions, statistics) -> dict[str, np.ndarray]:
     """{statistic: (layers, H)} for several statistics in one pass over the layers: each layer is read once
-    (a packed causal store unpacks it once, not once per statistic), each cell as ``overview_by_head``'s."""
-    from viz.stats import overview_matrix
+    (a packed causal store unpacks it once, not once per statistic), each head widened to float64 once for all
+    of them, into buffers reused from head to head (``viz.stats.head_statistics``), each cell
+    ``viz.stats.overview_matrix``'s number."""
+    from viz.stats import head_statistics
 
     layers, heads = attentions.shape[:2]
     values = {name: np.empty((layers, heads), dtype=np.float64) for name in statistics}  # each (layers, H)
+    scratch: dict = {}  # one head's float64 copy and temporaries, reused for every head
     for layer in range(layers):
         maps = attentions[layer]  # (H, L, S) this layer's weights
         for head in range(heads):
-            one = maps[head][None, None]  # (1, 1, L, S)
-            for name in statistics:
-                values[name][layer, head] = overview_matrix(one, name)[0, 0]
+            for name, value in head_statistics(maps[head], statistics, scratch).items():
+                values[name][layer, head] = value
     return values
 
 
