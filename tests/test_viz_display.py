@@ -32,6 +32,45 @@ def test_block_means_is_the_matrix_itself_when_it_fits():
     assert block == 1 and np.array_equal(means, values)
 
 
+def _block_means_as_first_written(values, mask, max_side):
+    """viz.blocks.block_means as it was written first (every cell through np.where, np.pad and np.nansum): the
+    reference the one-copy path must equal bit for bit."""
+    import math
+
+    from viz.blocked import blocked_cells
+
+    rows, cols = values.shape
+    block = max(1, math.ceil(max(rows, cols) / max_side))
+    shown = np.where(blocked_cells(values, mask), np.nan, values)
+    padded = np.pad(shown, ((0, -rows % block), (0, -cols % block)), constant_values=np.nan)
+    shape = (padded.shape[0] // block, block, padded.shape[1] // block, block)
+    tiles = padded.reshape(shape).transpose(0, 2, 1, 3).reshape(shape[0], shape[2], -1)
+    counts = np.isfinite(tiles).sum(axis=-1)
+    sums = np.nansum(tiles, axis=-1, dtype=np.float64)
+    empty = counts == 0
+    means = np.where(empty, np.nan, sums / np.maximum(counts, 1))
+    return (tiles[..., 0] if block == 1 else means), empty, block
+
+
+def test_block_means_are_the_first_formulation_s_numbers_bit_for_bit_and_leave_the_input_alone():
+    """The one-copy path (sides that divide into blocks) and the padded one: the same means, the same empty blocks,
+    for float32 and float64, masks or none, NaN and infinite cells; the caller's array is never written into."""
+    rng = np.random.default_rng(7)
+    for rows, cols, max_side in [(512, 512, 128), (64, 64, 64), (96, 64, 32), (100, 70, 32), (7, 7, 2), (5, 3, 8)]:
+        for dtype in (np.float32, np.float64):
+            values = rng.random((rows, cols)).astype(dtype)
+            values[rng.random((rows, cols)) < 0.02] = np.nan
+            values[0, -1], values[-1, 0] = np.inf, -np.inf
+            for mask in (None, np.tril(np.ones((rows, cols), bool)), rng.random((rows, cols)) < 0.8):
+                kept = values.copy()
+                got = block_means(values, mask, max_side)
+                want = _block_means_as_first_written(values, mask, max_side)
+                assert got[2] == want[2] and got[0].dtype == want[0].dtype, (rows, cols, dtype)
+                np.testing.assert_array_equal(got[0], want[0])
+                np.testing.assert_array_equal(got[1], want[1])
+                np.testing.assert_array_equal(values, kept)
+
+
 def test_head_grid_sends_thumbnails_for_long_inputs():
     n, heads = 300, 4
     weights = np.random.default_rng(1).random((heads, n, n)).astype(np.float32)
