@@ -13,6 +13,12 @@ import plotly.graph_objects as go
 from .blocked import blocked_cells, grey_cells
 
 
+def _tiled(matrix: np.ndarray, block: int) -> np.ndarray:
+    """(R, C) -> (R/b, C/b, b*b): each b x b block's cells in row order (a copy, or a view when b = 1)."""
+    shape = (matrix.shape[0] // block, block, matrix.shape[1] // block, block)
+    return matrix.reshape(shape).transpose(0, 2, 1, 3).reshape(shape[0], shape[2], -1)
+
+
 def _block_tiles(values: np.ndarray, mask: np.ndarray | None, max_side: int) -> tuple[np.ndarray, int]:
     """(tiles, b): the matrix cut into b x b blocks, (R', C', b*b), NaN where blocked or padding; b is the
     smallest block that keeps both sides within ``max_side`` (1: every cell is its own block)."""
@@ -23,16 +29,14 @@ def _block_tiles(values: np.ndarray, mask: np.ndarray | None, max_side: int) -> 
         # No padding: the tiles copied straight from the values, then NaN where blocked. The same numbers as the
         # general path below in one copy instead of three (the server maps each large temporary on its own, and
         # faults its pages in: report section 7, "thirty-ninth").
-        shape = (rows // block, block, cols // block, block)
-        tiles = values.reshape(shape).transpose(0, 2, 1, 3).reshape(shape[0], shape[2], -1)  # (R', C', b*b)
+        tiles = _tiled(values, block)  # (R', C', b*b)
         if np.may_share_memory(tiles, values):  # b = 1: a view, never written into
             tiles = tiles.copy()
-        tiles[blocked.reshape(shape).transpose(0, 2, 1, 3).reshape(tiles.shape)] = np.nan
+        tiles[_tiled(blocked, block)] = np.nan
         return tiles, block
     shown = np.where(blocked, np.nan, values)  # (R, C)
     padded = np.pad(shown, ((0, -rows % block), (0, -cols % block)), constant_values=np.nan)  # padding: blocked
-    shape = (padded.shape[0] // block, block, padded.shape[1] // block, block)
-    return padded.reshape(shape).transpose(0, 2, 1, 3).reshape(shape[0], shape[2], -1), block  # (R', C', b*b)
+    return _tiled(padded, block), block  # (R', C', b*b)
 
 
 def block_means(values: np.ndarray, mask: np.ndarray | None, max_side: int) -> tuple[np.ndarray, np.ndarray, int]:

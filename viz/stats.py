@@ -53,12 +53,41 @@ def _weights(weights) -> np.ndarray:
     return widened
 
 
+def _entropy_rows(w: np.ndarray, terms: np.ndarray, positive: np.ndarray) -> np.ndarray:
+    """(..., L) -Σ_j w ln w of float64 weights ``w`` (non-finite already 0), in ``terms`` (float64) and ``positive``
+    (bool), both of w's shape and overwritten: the one definition, for ``row_entropy`` and ``head_statistics``."""
+    terms.fill(0.0)
+    np.log(w, out=terms, where=np.greater(w, 0, out=positive))  # ln w, and 0 where w = 0
+    np.multiply(w, terms, out=terms)  # w ln w (one temporary, not four)
+    return -terms.sum(axis=-1)
+
+
+def _distance_rows(w: np.ndarray) -> np.ndarray:
+    """(..., L) Σ_j w_ij |i - j| of float64 weights ``w`` (non-finite already 0), which it overwrites."""
+    np.multiply(w, _distances(*w.shape[-2:]), out=w)  # w_ij |i - j|
+    return w.sum(axis=-1)
+
+
+def _previous_cells(weights: np.ndarray) -> np.ndarray | None:
+    """(..., count) w_{i,i-1} for i = 1..count in C order (fancy indexing may not give it, and numpy's sum order
+    follows the memory order); None when there is no such row."""
+    rows, cols = weights.shape[-2:]
+    count = min(rows - 1, cols)
+    if count < 1:
+        return None
+    i = np.arange(1, count + 1)
+    return np.ascontiguousarray(weights[..., i, i - 1])
+
+
+def _first_cells(weights: np.ndarray) -> np.ndarray:
+    """(..., L) w_{i,0} in C order: the sum's order is the layout's."""
+    return np.ascontiguousarray(weights[..., :, 0])
+
+
 def row_entropy(weights) -> np.ndarray:
     """(..., L): -Σ_j w_ij ln w_ij per row, with 0 ln 0 = 0."""
     weights = _weights(weights)
-    terms = np.log(weights, out=np.zeros_like(weights), where=weights > 0)  # ln w, and 0 where w = 0
-    np.multiply(weights, terms, out=terms)  # w ln w (one temporary, not four)
-    return -terms.sum(axis=-1)
+    return _entropy_rows(weights, np.empty_like(weights), np.empty(weights.shape, dtype=bool))
 
 
 def mean_entropy(weights) -> np.ndarray:
@@ -75,9 +104,7 @@ def mean_max_weight(weights) -> np.ndarray:
 
 def mean_distance(weights) -> np.ndarray:
     """(...): Σ_j w_ij |i - j| per row, averaged over rows."""
-    weights = _weights(weights)
-    np.multiply(weights, _distances(*weights.shape[-2:]), out=weights)  # w_ij |i - j| (in the fresh copy)
-    return weights.sum(axis=-1).mean(axis=-1)
+    return _distance_rows(_weights(weights)).mean(axis=-1)  # (in a fresh copy)
 
 
 @functools.lru_cache(maxsize=4)
@@ -91,18 +118,15 @@ def _distances(rows: int, cols: int) -> np.ndarray:
 def previous_token_weight(weights) -> np.ndarray:
     """(...): w_{i,i-1} averaged over rows i = 1..L-1 (0 when there is no such row)."""
     weights = _checked(weights)
-    rows, cols = weights.shape[-2:]
-    count = min(rows - 1, cols)
-    if count < 1:
+    below = _previous_cells(weights)  # (..., count)
+    if below is None:
         return np.zeros(weights.shape[:-2])
-    i = np.arange(1, count + 1)
-    below = np.ascontiguousarray(weights[..., i, i - 1])  # (..., count) C order: fancy indexing may not give it,
-    return _weights(below[..., None])[..., 0].mean(axis=-1)  # and numpy's sum order follows the memory order
+    return _weights(below[..., None])[..., 0].mean(axis=-1)  # only those cells are widened
 
 
 def first_token_weight(weights) -> np.ndarray:
     """(...): w_{i,0} averaged over rows."""
-    first = np.ascontiguousarray(_checked(weights)[..., :, 0])  # (..., L) C order: the sum's order is the layout's
+    first = _first_cells(_checked(weights))  # (..., L)
     return _weights(first[..., None])[..., 0].mean(axis=-1)  # only the first column is widened
 
 
@@ -115,11 +139,15 @@ STATISTIC_FUNCTIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
-def head_statistic(weights, statistic: str) -> np.ndarray:
-    """(...): the named statistic (a key of ``STATISTICS``) of weights (..., L, S)."""
+def _known(statistic: str) -> str:
     if statistic not in STATISTIC_FUNCTIONS:
         raise ValueError(f"unknown statistic {statistic!r}; choose one of {tuple(STATISTICS)}")
-    return STATISTIC_FUNCTIONS[statistic](weights)
+    return statistic
+
+
+def head_statistic(weights, statistic: str) -> np.ndarray:
+    """(...): the named statistic (a key of ``STATISTICS``) of weights (..., L, S)."""
+    return STATISTIC_FUNCTIONS[_known(statistic)](weights)
 
 
 def head_statistics(weights, names, scratch: dict | None = None) -> dict[str, float]:
@@ -131,13 +159,11 @@ def head_statistics(weights, names, scratch: dict | None = None) -> dict[str, fl
     allocation over 128 kB on its own (``ui.sizes.return_freed_memory``), so each fresh temporary was a new mapping
     to fault in: at 1,024 SmolLM2 tokens (270 heads) 2.2 s before, 0.51 s now; at 512 MiniLM tokens 243 -> 42 ms
     (``python -m benchmarks.overviews``, report "thirty-ninth")."""
-    unknown = [name for name in names if name not in STATISTIC_FUNCTIONS]
-    if unknown:
-        raise ValueError(f"unknown statistic {unknown[0]!r}; choose one of {tuple(STATISTICS)}")
+    for name in names:
+        _known(name)
     weights = _checked(weights)
     if weights.ndim != 2:
         raise ValueError(f"one head's weights must be (L, S), got shape {weights.shape}")
-    rows, cols = weights.shape
     scratch = {} if scratch is None else scratch
     if scratch.get("shape") != weights.shape:
         scratch.update(shape=weights.shape, w=np.empty(weights.shape), terms=np.empty(weights.shape),
@@ -145,31 +171,25 @@ def head_statistics(weights, names, scratch: dict | None = None) -> dict[str, fl
     w, terms, mask = scratch["w"], scratch["terms"], scratch["mask"]  # (L, S) float64, float64, bool
     np.copyto(w, weights)  # float64 weights (widening is exact)
     np.isfinite(w, out=mask)
-    w[np.logical_not(mask, out=mask)] = 0.0  # non-finite cells count as 0
+    w[np.logical_not(mask, out=mask)] = 0.0  # non-finite cells count as 0, as ``_weights``
     found: dict[str, float] = {}
     if "max_weight" in names:
         found["max_weight"] = w.max(axis=-1).mean()  # (L,) -> mean of each row's largest weight
     if "first_token" in names:
-        found["first_token"] = np.ascontiguousarray(w[:, 0]).mean()  # mean of w_{i,0}
+        found["first_token"] = _first_cells(w).mean()
     if "previous_token" in names:
-        count = min(rows - 1, cols)
-        i = np.arange(1, count + 1)
-        found["previous_token"] = np.ascontiguousarray(w[i, i - 1]).mean() if count >= 1 else np.float64(0.0)
+        below = _previous_cells(w)
+        found["previous_token"] = np.float64(0.0) if below is None else below.mean()
     if "entropy" in names:
-        terms.fill(0.0)
-        np.log(w, out=terms, where=np.greater(w, 0, out=mask))  # ln w, 0 where w = 0
-        np.multiply(w, terms, out=terms)  # w ln w
-        found["entropy"] = (-terms.sum(axis=-1)).mean()  # mean over rows of -Σ_j w ln w
+        found["entropy"] = _entropy_rows(w, terms, mask).mean()
     if "distance" in names:  # last: it overwrites the copy
-        np.multiply(w, _distances(rows, cols), out=w)  # w_ij |i - j|
-        found["distance"] = w.sum(axis=-1).mean()
+        found["distance"] = _distance_rows(w).mean()
     return {name: found[name] for name in names}
 
 
 def overview_matrix(attentions, statistic: str) -> np.ndarray:
     """(layers, H): the statistic for every head of every layer, from attentions (layers, H, L, S)."""
     attentions = layer_stack("attentions", attentions)
-    if statistic not in STATISTIC_FUNCTIONS:
-        raise ValueError(f"unknown statistic {statistic!r}; choose one of {tuple(STATISTICS)}")
+    _known(statistic)
     # one layer at a time: float64 sums without a float64 copy of every layer (1.1 GB at 1,024 SmolLM2 tokens)
     return np.stack([head_statistic(layer, statistic) for layer in attentions])  # (layers, H)

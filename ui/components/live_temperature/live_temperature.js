@@ -474,15 +474,22 @@
   var MAGIC = "LTP1";
   var textDecoder = new TextDecoder();
 
+  /** A packed payload's header (its JSON) and where its arrays begin; null when `bytes` is not one. */
+  function header(bytes) {
+    if (bytes.length < 8 || textDecoder.decode(bytes.subarray(0, 4)) !== MAGIC) return null;
+    var length = new DataView(bytes.buffer, bytes.byteOffset + 4, 4).getUint32(0, true);
+    var base = 8 + length + ((4 - ((8 + length) % 4)) % 4); // the arrays start at the next multiple of 4
+    return { args: JSON.parse(textDecoder.decode(bytes.subarray(8, 8 + length))), base: base };
+  }
+
   /** The arguments packed by ui.live_temperature.pack: byte arrays as Uint8Array views into the blob. */
   function unpack(data) {
     var bytes = asBytes(data);
     if (!bytes) return data || {}; // already an object (the tests hand one in)
-    if (bytes.length < 8 || textDecoder.decode(bytes.subarray(0, 4)) !== MAGIC) throw new Error("not a packed payload");
-    var length = new DataView(bytes.buffer, bytes.byteOffset + 4, 4).getUint32(0, true);
-    var args = JSON.parse(textDecoder.decode(bytes.subarray(8, 8 + length)));
+    var head = header(bytes);
+    if (!head) throw new Error("not a packed payload");
+    var args = head.args, base = head.base;
     var buffers = args.buffers || {};
-    var base = 8 + length + ((4 - ((8 + length) % 4)) % 4); // the arrays start at the next multiple of 4
     for (var name in buffers) {
       var at = buffers[name];
       args[name] = bytes.subarray(base + at[0], base + at[0] + at[1]);
@@ -529,13 +536,6 @@
     return root.__lt;
   }
 
-  /** A packed payload's header (its JSON) and where its arrays begin. */
-  function header(bytes) {
-    if (bytes.length < 8 || textDecoder.decode(bytes.subarray(0, 4)) !== MAGIC) return null;
-    var length = new DataView(bytes.buffer, bytes.byteOffset + 4, 4).getUint32(0, true);
-    var base = 8 + length + ((4 - ((8 + length) % 4)) % 4); // as `unpack`: the arrays start at a multiple of 4
-    return { args: JSON.parse(textDecoder.decode(bytes.subarray(8, 8 + length))), base: base };
-  }
 
   /** The query of payload `bytes` when it differs from payload `before` in its query alone, else null. */
   function movedTo(bytes, before) {
