@@ -806,7 +806,9 @@ def test_the_server_s_figure_for_another_query_of_the_rows_shown_is_flipped_to_n
     and shows what a page opened on that query shows, its slider on it."""
     page, _ = _query_page(browser, url, 0)
     draws = page.evaluate(DRAWS)
-    page.evaluate("() => window.__lensFollow.observer.disconnect()")  # the box's pick no longer flips the chart
+    # the box's pick no longer flips the chart (once follow.js watches the box: a rerun may be setting it up again)
+    page.wait_for_function("() => window.__lensFollow && window.__lensFollow.observer", timeout=20000)
+    page.evaluate("() => window.__lensFollow.observer.disconnect()")
     for query in (4, 1):
         _pick_in_box(page, query)
         _title_is(page, query)  # flipped to when the server's figure came
